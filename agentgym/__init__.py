@@ -1,0 +1,30 @@
+"""agentgym: train LLM agents with reinforcement learning on multi-turn environments.
+
+The public surface: the env contract (`AgentEnv`, `UnicodeText`), the registry
+(`register`, `make`, `registry`, `spec`), the trajectory model (`Episode`,
+`Turn`) and the store (`TrajectoryStore`). Importing agentgym imports neither
+torch nor docker.
+"""
+
+from agentgym.core import AgentEnv, fingerprint_text
+from agentgym.errors import (
+    AgentGymError,
+    ConfigError,
+    MalformedActionError,
+    StoreError,
+    UnknownEnvError,
+)
+from agentgym.registration import EnvSpec, make, register, registry, spec
+from agentgym.spaces import UnicodeText
+from agentgym.store import EpisodeFilter, TrajectoryStore
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentEnv", "AgentGymError", "ConfigError", "EnvSpec", "Episode", "EpisodeFilter", "EpisodeStatus",
+    "Failure", "MalformedActionError", "StoreError", "TrajectoryStore", "Turn", "UnicodeText",
+    "UnknownEnvError", "fingerprint_text", "make", "register", "registry", "spec",
+]
+
+registry.load_plugins()

@@ -1,0 +1,68 @@
+"""`agentgym episodes list|export`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from agentgym.cli.common import console, guarded, open_store, print_json
+from agentgym.store import EpisodeFilter
+
+app = typer.Typer(help="Query and export the trajectory store.", no_args_is_help=True)
+
+STORE_OPTION = typer.Option(..., "--store", help="Store URL: a SQLite path or postgresql://user@host/db.")
+
+
+def _filter(run: str | None, env: str | None, task: str | None, group: str | None, status: str | None,
+            failure: str | None, min_reward: float | None, max_reward: float | None) -> EpisodeFilter:
+    return EpisodeFilter(run_id=run, env_id=env, task_id=task, group_id=group, status=status, failure=failure,
+                         min_reward=min_reward, max_reward=max_reward)
+
+
+@app.command("list")
+@guarded
+def list_episodes(
+    store: str = STORE_OPTION,
+    env: str = typer.Option(None, "--env", help="Only this env id."),
+    run: str = typer.Option(None, "--run", help="Only this run id."),
+    task: str = typer.Option(None, "--task", help="Only this task id."),
+    group: str = typer.Option(None, "--group", help="Only this group id."),
+    status: str = typer.Option(None, "--status", help="complete, truncated, error or partial."),
+    failure: str = typer.Option(None, "--failure", help="infra, model or none."),
+    min_reward: float = typer.Option(None, "--min-reward"),
+    max_reward: float = typer.Option(None, "--max-reward"),
+    limit: int = typer.Option(50, "--limit", min=1),
+    offset: int = typer.Option(0, "--offset", min=0),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List episodes, newest first."""
+    db = open_store(store, create=False)
+    flt = _filter(run, env, task, group, status, failure, min_reward, max_reward)
+    rows = db.summaries(flt, order_by="created_at", descending=True, limit=limit, offset=offset)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"{db.count(flt)} episodes in {db.display_url}")
+    for col in ("id", "env", "task", "group", "status", "failure", "reward", "turns"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["id"], r["env_id"], r["task_id"], r["group_id"][:12], r["status"], r["failure"] or "",
+                      f"{r['total_reward']:.3f}", str(r["num_turns"]))
+    console.print(table)
+
+
+@app.command("export")
+@guarded
+def export(
+    path: Path = typer.Argument(..., help="Output .jsonl file."),
+    store: str = STORE_OPTION,
+    env: str = typer.Option(None, "--env"),
+    run: str = typer.Option(None, "--run"),
+    status: str = typer.Option(None, "--status"),
+) -> None:
+    """Export episodes as JSON lines (readable by datasets.load_dataset("json", ...))."""
+    db = open_store(store, create=False)
+    count = db.export_jsonl(path, _filter(run, env, None, None, status, None, None, None))
+    console.print(f"wrote {count} episodes to {path}")

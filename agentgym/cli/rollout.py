@@ -1,0 +1,113 @@
+"""`agentgym rollout` and `agentgym replay`."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections import Counter
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agentgym.cli.common import console, fail, guarded, open_store, parse_json_option
+from agentgym.policy.simple import resolve_policy
+from agentgym.registration import make, registry
+from agentgym.replay import replay as replay_episode
+from agentgym.rollout import run_episode
+from agentgym.trajectory import Episode, new_id
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rollout")(rollout)
+    app.command("replay")(replay)
+
+
+def pick_tasks(task_ids: list[str], count: int, seed: int) -> list[str | None]:
+    """`count` task ids drawn without replacement (cycling when there are fewer), or Nones."""
+    if not task_ids:
+        return [None] * count
+    order = list(task_ids)
+    random.Random(seed).shuffle(order)
+    return [order[i % len(order)] for i in range(count)]
+
+
+@guarded
+def rollout(
+    env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0."),
+    policy: str = typer.Option("random", "--policy", help="random, solver or scripted:MODULE:FUNC."),
+    episodes: int = typer.Option(8, "--episodes", "-n", min=1, help="Number of episodes."),
+    group_size: int = typer.Option(1, "--group-size", min=1, help="Rollouts per task sharing a group id."),
+    store: str = typer.Option("agentgym.db", "--store", help="Store URL: a SQLite path or postgresql://..."),
+    env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first episode; episode i uses seed + i."),
+    max_turns: int = typer.Option(None, "--max-turns", min=1, help="Turn limit (default: the env's)."),
+    run_id: str = typer.Option(None, "--run", help="Run id stored with the episodes (default: a new id)."),
+) -> None:
+    """Roll out an env with a simple policy and store every episode."""
+    kwargs = parse_json_option(env_kwargs, "--env-kwargs")
+    spec = registry[env_id]
+    act = resolve_policy(policy, seed=seed)
+    db = open_store(store)
+    env = make(spec.id, **kwargs)
+    limit = max_turns or spec.max_turns or getattr(env.unwrapped, "max_turns", None) or 30
+    run_id = run_id or f"rollout-{new_id()[:8]}"
+    db.log_run(run_id, {"env_id": spec.id, "env_kwargs": kwargs, "policy": policy, "seed": seed})
+    tasks = pick_tasks(list(env.unwrapped.task_ids()) if hasattr(env.unwrapped, "task_ids") else [],
+                       -(-episodes // group_size), seed)
+    done: list[Episode] = []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[stats]}"))
+    try:
+        with Progress(*columns, console=console, transient=False) as bar:
+            job = bar.add_task(f"{spec.id} / {policy}", total=episodes, stats="")
+            for i in range(episodes):
+                task_id = tasks[i // group_size]
+                group_id = f"{run_id}:{task_id if task_id is not None else i // group_size}:{i // group_size}"
+                ep = run_episode(env, act, env_id=spec.id, task_id=task_id, seed=seed + i, max_turns=limit,
+                                 run_id=run_id, group_id=group_id)
+                db.put(ep)
+                done.append(ep)
+                mean = statistics.fmean(e.total_reward for e in done)
+                bar.update(job, advance=1, stats=f"mean reward {mean:.3f}")
+    finally:
+        env.close()
+    _summary(done, run_id, db.display_url)
+
+
+def _summary(done: list[Episode], run_id: str, where: str) -> None:
+    table = Table(title=f"run {run_id} -> {where}")
+    for col in ("episodes", "success", "mean reward", "mean turns", "status"):
+        table.add_column(col)
+    statuses = Counter(str(e.status) for e in done)
+    success = sum(e.total_reward > 0 for e in done) / len(done)
+    table.add_row(str(len(done)), f"{success:.1%}", f"{statistics.fmean(e.total_reward for e in done):.3f}",
+                  f"{statistics.fmean(e.num_turns for e in done):.1f}",
+                  ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())))
+    console.print(table)
+
+
+@guarded
+def replay(
+    episode_id: str = typer.Argument(..., help="Id of a stored episode."),
+    store: str = typer.Option(..., "--store", help="Store URL the episode lives in."),
+    env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON keyword arguments for make() (default: registered)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the turns."),
+) -> None:
+    """Print an episode turn by turn and re-execute it; exit 1 at the first differing turn."""
+    db = open_store(store, create=False)
+    episode = db.get(episode_id)
+    if not quiet:
+        console.rule(f"episode {episode.id}  env {episode.env_id}  task {episode.task_id}  seed {episode.seed}")
+        for turn in episode.turns:
+            console.print(f"[bold cyan]turn {turn.index} observation[/]\n{turn.observation}", highlight=False)
+            console.print(f"[bold green]action[/] {turn.action_text!r}   [bold]reward[/] {turn.reward}"
+                          + ("  [red]terminated[/]" if turn.terminated else "")
+                          + ("  [yellow]truncated[/]" if turn.truncated else ""), highlight=False)
+        console.print(f"status {episode.status}  total reward {episode.total_reward}")
+    kwargs = parse_json_option(env_kwargs, "--env-kwargs")
+    divergence = replay_episode(episode, env_kwargs=kwargs)
+    if divergence is not None:
+        console.print(f"[bold red]replay differs[/] at {divergence.describe()}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"[bold green]replay matches[/]: {episode.num_turns} turns reproduced exactly")

@@ -1,0 +1,165 @@
+"""The agentgym environment contract.
+
+An `AgentEnv` is a `gymnasium.Env` whose observations and actions are text.
+One episode is a conversation: `reset` gives the first observation (the task),
+each `step` takes the model's full reply for a turn and answers with the next
+observation, a reward and whether the episode ended.
+
+What the contract adds to Gymnasium, and why:
+
+- `state_fingerprint()` names the state the agent just observed so that GiGPO
+  can group identical states across the episodes of a group. The default
+  hashes the normalised last observation; override it when observations carry
+  text (timestamps, counters, error messages) that is not part of the state.
+- `snapshot()` / `restore(token)` fork an episode cheaply for tree rollouts.
+  Envs without them are branched by replaying the action prefix from the same
+  seed and task, which needs `deterministic = True`.
+- `areset` / `astep` let the collector keep hundreds of episodes in flight.
+  The defaults run the sync methods in a worker thread.
+- `task_ids()` lists the tasks; `reset(options={"task_id": ...})` selects one.
+- `solver_action()` is the optimal next action where the env has a solver, for
+  tests, demonstrations and warm-start data.
+- A malformed action is not an exception: the env answers with an error
+  observation (see `agentgym.toolcalls.error_observation`), sets
+  `info["error_kind"]`, and the episode goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+from collections.abc import Sequence
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+
+from agentgym.errors import SnapshotUnsupportedError
+from agentgym.spaces import UnicodeText
+
+Observation = str
+Action = str
+Info = dict[str, Any]
+StepResult = tuple[Observation, SupportsFloat, bool, bool, Info]
+ResetResult = tuple[Observation, Info]
+Message = dict[str, Any]
+
+
+def normalise_text(text: str) -> str:
+    """Whitespace-collapsed text, the input of the default state fingerprint."""
+    return " ".join(text.split())
+
+
+def fingerprint_text(text: str) -> str:
+    """A stable 16-hex-digit key of `text` after whitespace normalisation."""
+    return hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:16]
+
+
+def _remember_observation(method, position: int):
+    """Wrap a subclass's reset/step so the base class sees the last observation."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        if isinstance(result, tuple) and len(result) > position and isinstance(result[0], str):
+            self._last_observation = result[0]
+        return result
+
+    wrapper.__agentgym_wrapped__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+class AgentEnv(gym.Env[str, str]):
+    """Base class of every agentgym environment (a text-in, text-out `gymnasium.Env`)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    #: Same seed, task and actions give the same observations and rewards.
+    deterministic: ClassVar[bool] = True
+    #: The system prompt the collector puts before the first observation.
+    system_prompt: str = ""
+
+    observation_space = UnicodeText()
+    action_space = UnicodeText()
+
+    _last_observation: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("reset", "step"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "__agentgym_wrapped__", False):
+                setattr(cls, name, _remember_observation(method, 0))
+
+    def __init__(self, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode={render_mode!r} is not supported; choose one of {self.metadata['render_modes']}"
+            )
+        self.render_mode = render_mode
+
+    # ---- tasks -----------------------------------------------------------
+    def task_ids(self) -> Sequence[str]:
+        """Ids of the tasks this env can pose, for `reset(options={"task_id": ...})`."""
+        return []
+
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI-style tool schemas the env offers; chat templates render them into the prompt."""
+        return []
+
+    # ---- state -----------------------------------------------------------
+    @property
+    def last_observation(self) -> str:
+        """The observation most recently returned by `reset` or `step`."""
+        return self._last_observation
+
+    def state_fingerprint(self) -> str:
+        """A stable key of the state the agent just observed (default: hash of the observation)."""
+        return fingerprint_text(self._last_observation)
+
+    @property
+    def supports_snapshot(self) -> bool:
+        """Whether `snapshot`/`restore` are implemented."""
+        return type(self).snapshot is not AgentEnv.snapshot
+
+    def snapshot(self) -> Any:
+        """An opaque token from which `restore` rebuilds the current state."""
+        raise SnapshotUnsupportedError(
+            f"{type(self).__name__} has no snapshot(); branch it by replaying the action prefix instead"
+        )
+
+    def restore(self, token: Any) -> Observation:
+        """Return the env to the state of `token` and give the observation of that state."""
+        raise SnapshotUnsupportedError(
+            f"{type(self).__name__} has no restore(); branch it by replaying the action prefix instead"
+        )
+
+    # ---- solver ----------------------------------------------------------
+    @property
+    def has_solver(self) -> bool:
+        """Whether `solver_action` is implemented."""
+        return type(self).solver_action is not AgentEnv.solver_action
+
+    def solver_action(self) -> Action:
+        """The optimal next action from the current state (envs with a built-in solver)."""
+        raise NotImplementedError(f"{type(self).__name__} has no built-in solver")
+
+    def valid_actions(self) -> list[Action] | None:
+        """A finite list of well-formed actions from the current state, if the env has one.
+
+        The `random` policy samples from it; envs without a finite action set return None.
+        """
+        return None
+
+    # ---- async twins -----------------------------------------------------
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        """`reset` without blocking the event loop (default: a worker thread)."""
+        return await asyncio.to_thread(self.reset, seed=seed, options=options)
+
+    async def astep(self, action: Action) -> StepResult:
+        """`step` without blocking the event loop (default: a worker thread)."""
+        return await asyncio.to_thread(self.step, action)
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._last_observation
+        return None

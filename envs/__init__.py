@@ -1,0 +1,18 @@
+"""agentgym's environment families. Each registers its ids in `register_builtin_envs`.
+
+Registration uses string entry points, so listing envs imports no env code.
+"""
+
+from __future__ import annotations
+
+
+def register_builtin_envs() -> None:
+    """Register every built-in env (called through the `agentgym.envs` entry point)."""
+    from agentgym.registration import register
+
+    register(
+        "Maze-v0",
+        "envs.maze.env:MazeEnv",
+        description="Walk a grid maze to the goal; sparse reward, 5-30 turns, built-in solver.",
+        difficulty="easy",
+    )

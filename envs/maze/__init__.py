@@ -1,0 +1,1 @@
+"""The quickstart maze env (`Maze-v0`)."""

@@ -1,0 +1,320 @@
+"""The in-sandbox agent: a small stdlib-only server that is the sandbox's main process.
+
+The host starts it as ``python3 -I -S -c <this file's source> <config json>``
+inside the container (or the bwrap namespace), so images need nothing but
+python3 and the agent always matches the host library's version. It serves
+requests on stdin/stdout until stdin closes, which happens when the owning
+host process goes away, so a sandbox never outlives its owner for long.
+
+Wire format, both directions: a 4-byte big-endian length, then UTF-8 JSON.
+Binary payloads travel base64-encoded. Requests carry ``op``; every reply has
+``ok`` and, when ``ok`` is false, ``error`` and ``kind``.
+
+Ops: ``exec`` (run a command with timeout, output cap and OOM detection),
+``write``, ``read``, ``snapshot`` / ``restore`` (tar of the writable dirs),
+``ping``. Commands run in their own session so a timeout kills the whole
+process group; ``restore`` also kills every other process of the sandbox.
+
+This file must stay importable-free of the ``sandboxes`` package and run on
+the Python 3.11 of Debian bookworm.
+"""
+
+import base64
+import errno
+import fcntl
+import io
+import json
+import os
+import selectors
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import time
+
+STDIN_FD, STDOUT_FD = 0, 1
+GRACE_AFTER_EXIT_S = 0.05  # how long to wait for pipes held open by background children
+CHUNK = 65536
+
+
+def read_exact(n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(STDIN_FD, n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def receive():
+    (size,) = struct.unpack(">I", read_exact(4))
+    return json.loads(read_exact(size))
+
+
+def send(obj):
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    view = memoryview(struct.pack(">I", len(data)) + data)
+    while view:
+        view = view[os.write(STDOUT_FD, view) :]
+
+
+def b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def oom_kill_count():
+    """The cgroup's OOM-kill counter (v2, then v1), or None when it cannot be read."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def kill_others():
+    """SIGKILL every process of the sandbox except this agent and its ancestors."""
+    keep = {os.getpid()}
+    pid = os.getpid()
+    while pid > 1:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        keep.add(pid)
+    keep.add(1)
+    for _ in range(3):  # a second pass catches children forked while the first ran
+        found = False
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                try:
+                    os.kill(int(name), signal.SIGKILL)
+                    found = True
+                except OSError:
+                    pass
+        if not found:
+            break
+
+
+class Capped:
+    """Keeps the first `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap):
+        self.cap, self.data, self.dropped = cap, bytearray(), 0
+
+    def add(self, chunk):
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+
+def pump(proc, stdin_data, outs, deadline):
+    """Feed stdin, drain stdout/stderr until EOF or the deadline; return True on timeout."""
+    sel = selectors.DefaultSelector()
+    streams = {proc.stdout: outs[0], proc.stderr: outs[1]}
+    for stream in streams:
+        sel.register(stream, selectors.EVENT_READ)
+    pending = memoryview(stdin_data or b"")
+    if proc.stdin is not None:
+        fcntl.fcntl(proc.stdin, fcntl.F_SETFL, fcntl.fcntl(proc.stdin, fcntl.F_GETFL) | os.O_NONBLOCK)
+        if pending:
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+    exited_at = None
+    try:
+        while streams:
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            wait = min(deadline - now, 0.05)
+            if exited_at is not None:
+                if now >= exited_at + GRACE_AFTER_EXIT_S:
+                    return False
+                wait = min(wait, exited_at + GRACE_AFTER_EXIT_S - now)
+            for key, _ in sel.select(wait):
+                if key.fileobj is proc.stdin:
+                    try:
+                        pending = pending[os.write(proc.stdin.fileno(), pending[:CHUNK]) :]
+                    except BrokenPipeError:
+                        pending = memoryview(b"")
+                    if not pending:
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fileobj.fileno(), CHUNK)
+                if chunk:
+                    streams[key.fileobj].add(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+                    del streams[key.fileobj]
+            if exited_at is None and proc.poll() is not None:
+                exited_at = time.monotonic()
+        return False
+    finally:
+        sel.close()
+
+
+def op_exec(req, cfg):
+    argv, timeout = req["argv"], float(req["timeout"])
+    stdin_data = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
+    env = dict(cfg["env"])
+    env.update(req.get("env") or {})
+    cwd = req.get("cwd") or cfg["workdir"]
+    outs = (Capped(int(req["cap"])), Capped(int(req["cap"])))
+    oom_before = oom_kill_count()
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        code = 127 if exc.errno == errno.ENOENT else 126
+        return {"ok": True, "exit_code": code, "stdout": "", "stderr": b64(str(exc).encode()),
+                "error": "could not start %r: %s" % (argv[0], exc), "duration_s": 0.0}
+    timed_out = pump(proc, stdin_data, outs, start + timeout)
+    if timed_out:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    returncode = proc.wait()
+    duration = time.monotonic() - start
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    oom_after = oom_kill_count()
+    return {
+        "ok": True,
+        "exit_code": returncode if returncode >= 0 else 128 - returncode,
+        "stdout": b64(bytes(outs[0].data)),
+        "stderr": b64(bytes(outs[1].data)),
+        "stdout_dropped": outs[0].dropped,
+        "stderr_dropped": outs[1].dropped,
+        "timed_out": timed_out,
+        "oom_killed": oom_before is not None and oom_after is not None and oom_after > oom_before,
+        "duration_s": duration,
+    }
+
+
+def resolve(path, cfg):
+    return path if os.path.isabs(path) else os.path.join(cfg["workdir"], path)
+
+
+def op_write(req, cfg):
+    for path, data in req["files"].items():
+        full = resolve(path, cfg)
+        parent = os.path.dirname(full)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(base64.b64decode(data))
+        if req.get("mode") is not None:
+            os.chmod(full, int(req["mode"]))
+    return {"ok": True}
+
+
+def op_read(req, cfg):
+    with open(resolve(req["path"], cfg), "rb") as f:
+        return {"ok": True, "data": b64(f.read())}
+
+
+def op_snapshot(req, cfg):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for top in cfg["writable"]:
+            for name in sorted(os.listdir(top)):
+                full = os.path.join(top, name)
+                tar.add(full, arcname=full.lstrip("/"), recursive=True)
+    return {"ok": True, "tar": b64(buf.getvalue())}
+
+
+def wipe(top):
+    for name in os.listdir(top):
+        full = os.path.join(top, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            for root, dirs, _ in os.walk(full):  # make read-only dirs removable
+                for d in dirs:
+                    try:
+                        os.chmod(os.path.join(root, d), 0o700)
+                    except OSError:
+                        pass
+            os.chmod(full, 0o700)
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+
+
+def op_restore(req, cfg):
+    kill_others()
+    for top in cfg["writable"]:
+        wipe(top)
+    if req.get("tar"):
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["tar"])), mode="r") as tar:
+            for member in tar.getmembers():
+                full = "/" + member.name
+                if not any(full.startswith(top.rstrip("/") + "/") for top in cfg["writable"]):
+                    raise ValueError("snapshot member %r lies outside the writable dirs" % member.name)
+            tar.extractall("/", numeric_owner=True)
+    if req.get("rearm"):
+        arm_lifetime(cfg)
+    return {"ok": True}
+
+
+def op_ping(req, cfg):
+    return {"ok": True, "pid": os.getpid(), "uid": os.getuid()}
+
+
+OPS = {"exec": op_exec, "write": op_write, "read": op_read, "snapshot": op_snapshot,
+       "restore": op_restore, "ping": op_ping}
+
+
+def on_lifetime_end(signum, frame):
+    kill_others()
+    os._exit(137)
+
+
+def arm_lifetime(cfg):
+    signal.setitimer(signal.ITIMER_REAL, float(cfg["lifetime_s"]))
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    signal.signal(signal.SIGALRM, on_lifetime_end)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    arm_lifetime(cfg)
+    os.chdir(cfg["workdir"])
+    send({"ok": True, "pid": os.getpid(), "uid": os.getuid(), "oom_counter": oom_kill_count() is not None})
+    while True:
+        try:
+            req = receive()
+        except EOFError:
+            break
+        handler = OPS.get(req.get("op"))
+        try:
+            if handler is None:
+                raise ValueError("unknown op %r" % req.get("op"))
+            reply = handler(req, cfg)
+        except Exception as exc:
+            reply = {"ok": False, "kind": type(exc).__name__, "error": str(exc),
+                     "errno": getattr(exc, "errno", None)}
+        send(reply)
+    kill_others()
+
+
+if __name__ == "__main__":
+    main()
