@@ -1,0 +1,39 @@
+"""Isolated sandboxes for model-written commands.
+
+    import sandboxes
+
+    with sandboxes.open("agentgym/base:bookworm") as sb:
+        result = sb.exec("echo hello")          # ExecResult(exit_code=0, stdout="hello\n", ...)
+
+    pool = sandboxes.Pool("agentgym/base:bookworm", size=8)
+    with pool.lease() as sb:                      # reset to a clean state when returned
+        sb.exec(["python3", "-c", "print(1)"])
+
+Backends: "docker" (the real isolation), "local" (bubblewrap, weaker; see
+sandboxes/README.md) and "auto". Importing this package imports neither the
+Docker SDK nor anything outside the standard library.
+"""
+
+from sandboxes.backends import open
+from sandboxes.errors import AgentError, BackendUnavailable, ImageNotFound, SandboxClosed, SandboxError
+from sandboxes.limits import Limits
+from sandboxes.pool import Pool
+from sandboxes.result import ExecResult
+from sandboxes.sandbox import Sandbox, Snapshot
+
+BASE_IMAGE = "agentgym/base:bookworm"
+
+__all__ = [
+    "BASE_IMAGE",
+    "AgentError",
+    "BackendUnavailable",
+    "ExecResult",
+    "ImageNotFound",
+    "Limits",
+    "Pool",
+    "Sandbox",
+    "SandboxClosed",
+    "SandboxError",
+    "Snapshot",
+    "open",
+]

@@ -1,0 +1,66 @@
+"""`open()`: pick a backend and start a sandbox."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from sandboxes.errors import BackendUnavailable
+from sandboxes.limits import Limits
+from sandboxes.sandbox import Sandbox
+
+log = logging.getLogger("sandboxes")
+
+Backend = Literal["docker", "local", "auto"]
+BACKENDS = ("docker", "local", "auto")
+
+
+def choose_backend(backend: str = "auto") -> str:
+    """Resolve "auto" to "docker" when an engine answers, else "local" (logged, as it is weaker)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    from sandboxes import docker
+
+    if docker.engine_available():
+        log.info("sandboxes: backend='auto' chose 'docker' (an engine answers)")
+        return "docker"
+    from sandboxes import local
+
+    reason = local.unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailable(
+            f"backend='auto' found neither a Docker engine ({docker.ENGINE_HINT}) nor a usable bwrap ({reason})"
+        )
+    log.warning("sandboxes: backend='auto' chose 'local' (no Docker engine); local isolation is weaker, "
+                "see sandboxes/README.md")
+    return "local"
+
+
+def open(  # noqa: A001 - the public name is sandboxes.open
+    image: str,
+    *,
+    backend: Backend = "docker",
+    limits: Limits | None = None,
+    network: bool = False,
+    workdir: str = "/work",
+) -> Sandbox:
+    """Start a sandbox of `image` and return it once its agent answers.
+
+    `backend="auto"` uses Docker when an engine answers and bubblewrap
+    otherwise; the choice is logged and kept in `Sandbox.backend`.
+    `network=True` is the only way to give a sandbox a network and must be
+    asked for explicitly. `workdir` becomes a size-limited tmpfs.
+    """
+    limits = Limits() if limits is None else limits
+    if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/usr", "/etc", "/proc", "/dev", "/sys"):
+        raise ValueError(f"workdir={workdir!r} must be an absolute path to a fresh directory such as /work")
+    chosen = choose_backend(backend)
+    if chosen == "docker":
+        from sandboxes.docker import open_docker
+
+        return open_docker(image, limits=limits, network=network, workdir=workdir)
+    from sandboxes.local import open_local
+
+    return open_local(image, limits=limits, network=network, workdir=workdir)
