@@ -1,5 +1,9 @@
 """Maze: the quickstart env. Walk from the start to the goal on a small grid.
 
+The default observation is a short text of the local state (where the goal
+lies relative to the agent, and which moves are open): small models learn from
+it, while a rendered map (``view="grid"``) is there for people.
+
 Deterministic, sparse terminal reward (1.0 on reaching the goal, 0 otherwise),
 5 to 30 turns, thousands of task variants in three difficulty levels, and the
 same states recur across the episodes of one task (the agent's cell), so
@@ -61,14 +65,14 @@ def parse_move(text: str) -> str:
 class MazeEnv(AgentEnv):
     """Grid navigation with a sparse reward; see the module docstring."""
 
-    system_prompt = (
-        "You are in a maze drawn with '#' for walls, '.' for floor, 'A' for you and 'G' for the goal. "
-        "Each turn, reply with one move: up, down, left or right. Reach G."
-    )
+    system_prompt = "You walk through a maze to its goal. Each turn, reply with one move: up, down, left or right."
 
     def __init__(self, difficulty: str = "easy", num_tasks: int = 1000, max_turns: int = 30,
-                 render_mode: str | None = None):
+                 view: str = "local", render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
+        if view not in ("local", "grid"):
+            raise ValueError(f"view must be 'local' (short state text) or 'grid' (rendered map), got {view!r}")
+        self.view = view
         if difficulty not in (*DIFFICULTIES, "mixed"):
             raise ValueError(f"difficulty must be one of {sorted(DIFFICULTIES)} or 'mixed', got {difficulty!r}")
         if num_tasks < 1 or max_turns < 1:
@@ -101,7 +105,7 @@ class MazeEnv(AgentEnv):
         self._dist = self._maze.distances_to_goal()
         self._pos, self._turn, self._done = self._maze.start, 0, False
         info = {"task_id": self._maze.task_id, "optimal_turns": self._dist[self._pos]}
-        return self._describe("You enter the maze."), info
+        return self._describe("Start."), info
 
     def step(self, action: str):
         if self._maze is None:
@@ -119,12 +123,12 @@ class MazeEnv(AgentEnv):
         target = (self._pos[0] + dr, self._pos[1] + dc)
         info["move"] = move
         if not self._maze.is_open(target):
-            return self._finish(self._describe(f"You bump into a wall moving {move}."), info)
+            return self._finish(self._describe(f"Wall {move}."), info)
         self._pos = target
         if self._pos == self._maze.goal:
             self._done = True
-            return "You reached the goal!", 1.0, True, False, info
-        return self._finish(self._describe(f"You move {move}."), info)
+            return "Goal reached!", 1.0, True, False, info
+        return self._finish(self._describe(f"Moved {move}."), info)
 
     def _finish(self, observation: str, info: dict[str, Any]):
         truncated = self._turn >= self.max_turns
@@ -135,6 +139,9 @@ class MazeEnv(AgentEnv):
 
     def _describe(self, event: str) -> str:
         assert self._maze is not None
+        moves = ", ".join(self._maze.open_moves(self._pos))
+        if self.view == "local":
+            return f"{event} Goal: {self._goal_offset()}. Open: {moves}."
         rows = []
         for r, row in enumerate(self._maze.grid):
             chars = list(row)
@@ -143,8 +150,17 @@ class MazeEnv(AgentEnv):
             if r == self._pos[0]:
                 chars[self._pos[1]] = "A"
             rows.append("".join(chars))
-        moves = ", ".join(self._maze.open_moves(self._pos))
         return f"{event}\n" + "\n".join(rows) + f"\nOpen moves: {moves}."
+
+    def _goal_offset(self) -> str:
+        assert self._maze is not None
+        dr, dc = self._maze.goal[0] - self._pos[0], self._maze.goal[1] - self._pos[1]
+        parts = []
+        if dr:
+            parts.append(f"{abs(dr)} {'down' if dr > 0 else 'up'}")
+        if dc:
+            parts.append(f"{abs(dc)} {'right' if dc > 0 else 'left'}")
+        return ", ".join(parts)
 
     # ---- agentgym extras -------------------------------------------------
     def state_fingerprint(self) -> str:

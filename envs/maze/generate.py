@@ -16,6 +16,7 @@ MOVES: dict[str, tuple[int, int]] = {"up": (-1, 0), "down": (1, 0), "left": (0, 
 
 #: difficulty -> (cells per side, shortest-path range in moves, extra openings)
 DIFFICULTIES: dict[str, tuple[int, tuple[int, int], int]] = {
+    "open": (0, (5, 8), 0),  # a 5x5 room without inner walls: walking towards the goal always works
     "easy": (3, (5, 8), 1),
     "medium": (4, (8, 14), 2),
     "hard": (6, (14, 24), 4),
@@ -73,11 +74,16 @@ def generate(task_id: str) -> Maze:
     cells, (lo, hi), extra = DIFFICULTIES[difficulty]
     rng = random.Random(task_seed(task_id))
     for _attempt in range(200):
-        grid = _carve(cells, extra, rng)
+        grid = _room(5) if cells == 0 else _carve(cells, extra, rng)
         maze = _place(task_id, grid, lo, hi, rng)
         if maze is not None:
             return maze
     raise RuntimeError(f"could not place start and goal for maze {task_id!r}")  # pragma: no cover
+
+
+def _room(side: int) -> list[list[str]]:
+    size = side + 2
+    return [["#" if r in (0, size - 1) or c in (0, size - 1) else "." for c in range(size)] for r in range(size)]
 
 
 def _carve(cells: int, extra: int, rng: random.Random) -> list[list[str]]:
