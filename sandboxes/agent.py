@@ -1,8 +1,9 @@
 """The in-sandbox agent: a small stdlib-only server that is the sandbox's main process.
 
-The host starts it as ``python3 -I -S -c <this file's source> <config json>``
-inside the container (or the bwrap namespace), so images need nothing but
-python3 and the agent always matches the host library's version. It serves
+The host starts ``python3 -I -S -c <bootstrap> <size> <config json>`` inside the
+container (or the bwrap namespace) and sends this file's source on stdin, so
+images need nothing but python3 and the agent always matches the host
+library's version. It serves
 requests on stdin/stdout until stdin closes, which happens when the owning
 host process goes away, so a sandbox never outlives its owner for long.
 
@@ -25,6 +26,7 @@ import fcntl
 import io
 import json
 import os
+import resource
 import selectors
 import shutil
 import signal
@@ -164,6 +166,16 @@ def pump(proc, stdin_data, outs, deadline):
         sel.close()
 
 
+def child_limits(rlimits):
+    """A preexec function that applies rlimits to a command (local backend: no cgroup)."""
+
+    def apply():
+        for name, value in rlimits.items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+
+    return apply
+
+
 def op_exec(req, cfg):
     argv, timeout = req["argv"], float(req["timeout"])
     stdin_data = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
@@ -182,6 +194,7 @@ def op_exec(req, cfg):
             cwd=cwd,
             env=env,
             start_new_session=True,
+            preexec_fn=child_limits(cfg["rlimits"]) if cfg.get("rlimits") else None,
         )
     except OSError as exc:
         code = 127 if exc.errno == errno.ENOENT else 126
@@ -293,7 +306,7 @@ def arm_lifetime(cfg):
 
 
 def main():
-    cfg = json.loads(sys.argv[1])
+    cfg = json.loads(sys.argv[-1])
     signal.signal(signal.SIGALRM, on_lifetime_end)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     arm_lifetime(cfg)

@@ -16,7 +16,23 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-AGENT_SOURCE = (Path(__file__).parent / "agent.py").read_text()
+AGENT_SOURCE = (Path(__file__).parent / "agent.py").read_bytes()
+# The sandbox's command line: a few lines that read the agent's source from
+# stdin and run it, so `ps` inside the sandbox shows a short command.
+BOOTSTRAP = (
+    "import os\n"
+    "n=int(__import__('sys').argv[1]);b=b''\n"
+    "while len(b)<n:\n"
+    " c=os.read(0,n-len(b))\n"
+    " if not c:raise SystemExit(3)\n"
+    " b+=c\n"
+    "exec(compile(b,'sandboxes/agent.py','exec'))\n"
+)
+
+
+def agent_command(python: str, config: dict[str, Any]) -> list[str]:
+    """argv that starts the agent; send AGENT_SOURCE on its stdin right after it starts."""
+    return [python, "-I", "-S", "-c", BOOTSTRAP, str(len(AGENT_SOURCE)), json.dumps(config)]
 
 
 class ChannelClosed(Exception):

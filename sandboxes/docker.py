@@ -15,12 +15,11 @@ owning process's attach socket closes.
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import TYPE_CHECKING, Any
 
 from sandboxes import reaper
-from sandboxes.channel import AGENT_SOURCE, AttachSocket, Channel
+from sandboxes.channel import AGENT_SOURCE, AttachSocket, Channel, agent_command
 from sandboxes.errors import BackendUnavailable, ImageNotFound
 from sandboxes.limits import Limits
 from sandboxes.sandbox import Sandbox, agent_config
@@ -134,7 +133,7 @@ def open_docker(image: str, *, limits: Limits, network: bool, workdir: str) -> S
 
     api = client().api
     writable = [workdir, "/tmp"] if workdir != "/tmp" else ["/tmp"]
-    command = ["python3", "-I", "-S", "-c", AGENT_SOURCE, json.dumps(agent_config(workdir, limits, writable))]
+    command = agent_command("python3", agent_config(workdir, limits, writable))
     try:
         created = api.create_container(
             image,
@@ -161,6 +160,7 @@ def open_docker(image: str, *, limits: Limits, network: bool, workdir: str) -> S
         attach = AttachSocket(getattr(raw, "_sock", raw))
         handle = DockerHandle(api, cid, attach)
         api.start(cid)
+        attach.send(AGENT_SOURCE)
     except Exception:
         try:
             api.remove_container(cid, force=True)
