@@ -6,9 +6,8 @@ mount, network, ipc, uts and cgroup namespaces, the host's /usr and /etc
 read-only (so the `image` argument is recorded but not used: commands run on
 the host's userland), a size-limited tmpfs workdir and /tmp, uid 1000 with no
 capabilities and no-new-privileges, and per-process rlimits (address space,
-processes, file size, no core dumps) set by the agent before any command
-runs. There is no cgroup: no CPU quota, no whole-sandbox memory limit and no
-OOM-kill report. When the caller is root, bwrap itself runs as `nobody`, so
+processes, no core dumps) set by the agent before any command runs. There is
+no cgroup: no CPU quota, no whole-sandbox memory limit and no OOM-kill report. When the caller is root, bwrap itself runs as `nobody`, so
 the sandbox's uid maps to an unprivileged host uid.
 """
 
@@ -109,7 +108,6 @@ def open_local(image: str, *, limits: Limits, network: bool, workdir: str) -> Sa
     config["rlimits"] = {
         "RLIMIT_AS": limits.memory_bytes,
         "RLIMIT_NPROC": limits.pids,
-        "RLIMIT_FSIZE": limits.disk_bytes,
         "RLIMIT_CORE": 0,
     }
     argv = bwrap_argv(workdir, limits, network) + ["--", *agent_command(PYTHON, config)]

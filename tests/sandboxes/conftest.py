@@ -1,0 +1,94 @@
+"""Fixtures for the sandbox tests: the Docker engine, the backends, small sandboxes.
+
+Tests that need the engine are marked `docker`. `make test` starts the engine
+first (scripts/docker.sh); when it does not answer these tests fail, unless
+AGENTGYM_ALLOW_NO_DOCKER=1 turns the failure into a skip. The local (bwrap)
+backend is skipped, with the reason, on machines where bwrap cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sandboxes
+from sandboxes import Limits, Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = sandboxes.BASE_IMAGE
+SMALL = Limits(cpus=0.5, memory_bytes=192 * 1024 * 1024, pids=64, disk_bytes=16 * 1024 * 1024,
+               exec_timeout_s=20, lifetime_s=600, output_bytes=64 * 1024)
+
+
+def _engine_problem() -> str | None:
+    from sandboxes import docker
+
+    try:
+        client = docker.client()
+    except sandboxes.BackendUnavailable as exc:
+        return str(exc)
+    try:
+        client.images.get(IMAGE)
+    except Exception as exc:
+        return f"base image {IMAGE} is missing ({exc}); build it with `bash docker/base.sh`"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """The engine answers and the base image exists (starting both via scripts/docker.sh as root)."""
+    problem = _engine_problem()
+    if problem is not None and os.geteuid() == 0:
+        subprocess.run(["bash", str(REPO / "scripts" / "docker.sh")], check=False)
+        from sandboxes import docker
+
+        docker._client = None
+        problem = _engine_problem()
+    if problem is not None:
+        if os.environ.get("AGENTGYM_ALLOW_NO_DOCKER") == "1":
+            pytest.skip(f"no Docker engine (AGENTGYM_ALLOW_NO_DOCKER=1): {problem}")
+        pytest.fail(f"the Docker engine is required for this test: {problem}", pytrace=False)
+
+
+def _require(backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    else:
+        from sandboxes import local
+
+        reason = local.unavailable_reason()
+        if reason is not None:
+            pytest.skip(f"local backend unavailable on this machine: {reason}")
+
+
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "local"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn; docker-marked for the engine."""
+    _require(request.param, request)
+    return request.param
+
+
+@pytest.fixture
+def sandbox(backend: str) -> Iterator[Sandbox]:
+    """A fresh sandbox with small limits on the current backend."""
+    with sandboxes.open(IMAGE, backend=backend, limits=SMALL) as sb:
+        yield sb
+
+
+@pytest.fixture
+def docker_sandbox(docker_engine: None) -> Iterator[Sandbox]:
+    """A fresh Docker sandbox with small limits."""
+    with sandboxes.open(IMAGE, backend="docker", limits=SMALL) as sb:
+        yield sb
+
+
+def unsupported(backend: str, feature: str) -> None:
+    """Skip with the documented reason when `backend` documents `feature` as unenforced."""
+    if backend == "local":
+        from sandboxes.local import UNSUPPORTED
+
+        pytest.skip(UNSUPPORTED[feature])
