@@ -57,7 +57,7 @@ def _action_plan(factory: Callable[[], Any], seed: int, task: str | None, turns:
         env.reset(seed=seed, options={"task_id": task} if task else None)
         inner, rng, plan = _inner(env), random.Random(seed), []
         for _ in range(turns):
-            if isinstance(inner, AgentEnv) and inner.has_solver and rng.random() < 0.7:
+            if isinstance(inner, AgentEnv) and inner.has_solver and rng.random() < 0.5:
                 action = inner.solver_action()
             elif isinstance(inner, AgentEnv) and inner.valid_actions():
                 action = rng.choice(inner.valid_actions())
@@ -93,24 +93,29 @@ def _trace(factory: Callable[[], Any], seed: int, task: str | None, plan: list[s
 def check_determinism(factory: Callable[[], Any], *, seed: int = 0, turns: int = 12) -> CheckResult:
     """Same seed, task and actions must give the same observations, rewards and fingerprints."""
     probe = factory()
-    task, declared = _first_task(probe), getattr(_inner(probe), "deterministic", True)
+    inner = _inner(probe)
+    tasks = list(inner.task_ids()) if isinstance(inner, AgentEnv) else []
+    declared = getattr(inner, "deterministic", True)
     probe.close()
     if not declared:
         return CheckResult("determinism", True, "the env declares deterministic = False", skipped=True)
-    plan = _action_plan(factory, seed, task, turns)
-    first, second = _trace(factory, seed, task, plan), _trace(factory, seed, task, plan)
-    names = ("observation", "reward", "terminated", "truncated", "state_fingerprint")
-    for turn, (a, b) in enumerate(zip(first, second, strict=False)):
-        for name, x, y in zip(names, a, b, strict=True):
-            if x != y:
-                where = "reset" if turn == 0 else f"turn {turn - 1}"
-                return CheckResult("determinism", False,
-                                   f"two runs with seed {seed}, task {task!r} and the same actions diverged at "
-                                   f"{where}: {name} {x!r} != {y!r}. Seed every random choice from reset's seed "
-                                   "(self.np_random), or set `deterministic = False` on the env class")
-    if len(first) != len(second):
-        return CheckResult("determinism", False, f"the two runs ended after {len(first)} and {len(second)} steps")
-    return CheckResult("determinism", True, f"{len(plan)} actions replayed identically")
+    total = 0
+    for task in dict.fromkeys([tasks[0], tasks[-1]] if tasks else [None]):
+        plan = _action_plan(factory, seed, task, turns)
+        total += len(plan)
+        first, second = _trace(factory, seed, task, plan), _trace(factory, seed, task, plan)
+        names = ("observation", "reward", "terminated", "truncated", "state_fingerprint")
+        for turn, (a, b) in enumerate(zip(first, second, strict=False)):
+            for name, x, y in zip(names, a, b, strict=True):
+                if x != y:
+                    where = "reset" if turn == 0 else f"turn {turn - 1}"
+                    return CheckResult("determinism", False,
+                                       f"two runs with seed {seed}, task {task!r} and the same actions diverged at "
+                                       f"{where}: {name} {x!r} != {y!r}. Seed every random choice from reset's seed "
+                                       "(self.np_random), or set `deterministic = False` on the env class")
+        if len(first) != len(second):
+            return CheckResult("determinism", False, f"the two runs ended after {len(first)} and {len(second)} steps")
+    return CheckResult("determinism", True, f"{total} actions replayed identically")
 
 
 def check_fingerprint(factory: Callable[[], Any], *, seed: int = 0) -> CheckResult:

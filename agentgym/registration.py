@@ -25,7 +25,7 @@ from typing import Any
 
 import gymnasium
 
-from agentgym.errors import RegistrationError, UnknownEnvError
+from agentgym.errors import ConfigError, RegistrationError, UnknownEnvError
 
 ENTRY_POINT_GROUP = "agentgym.envs"
 GYMNASIUM_NAMESPACE = "agentgym"
@@ -136,10 +136,21 @@ class Registry(Mapping[str, EnvSpec]):
         return len(self._specs)
 
     def canonical(self, env_id: str) -> str:
-        """The registered id for `env_id`, accepting the ``agentgym/`` Gymnasium alias."""
+        """The registered id for `env_id`.
+
+        Accepts the ``agentgym/`` Gymnasium alias, and Gymnasium's ``"module:Name-v0"``
+        form, which imports ``module`` (where the env registers itself) first.
+        """
         self.load_plugins()
         if env_id in self._specs:
             return env_id
+        module, sep, rest = env_id.rpartition(":")
+        if sep and module and "/" not in module:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise UnknownEnvError(f"cannot import module '{module}' named in env id '{env_id}': {exc}") from None
+            return self.canonical(rest)
         if env_id.startswith(GYMNASIUM_NAMESPACE + "/") and env_id[len(GYMNASIUM_NAMESPACE) + 1 :] in self._specs:
             return env_id[len(GYMNASIUM_NAMESPACE) + 1 :]
         raise UnknownEnvError(self._unknown_message(env_id))
@@ -205,8 +216,8 @@ def make(id: str, **kwargs: Any) -> Any:
     spec = registry[id]
     try:
         return spec.make(**kwargs)
-    except TypeError as exc:
-        raise RegistrationError(f"cannot make '{spec.id}' with arguments {sorted(kwargs)}: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot make '{spec.id}' with arguments {kwargs}: {exc}") from exc
 
 
 def spec(id: str) -> EnvSpec:

@@ -424,24 +424,51 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
+def _safe_text(text: str | None) -> str | None:
+    """Text every backend can store: lone surrogates escaped, NUL (refused by PostgreSQL) replaced."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def _safe_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _safe_text(value)
+    if isinstance(value, dict):
+        return {_safe_text(str(k)): _safe_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe_json(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _safe_text(str(value))
+
+
 def _episode_row(e: Episode) -> dict[str, Any]:
     return {
         "id": e.id, "run_id": e.run_id, "env_id": e.env_id, "task_id": str(e.task_id), "seed": e.seed,
         "group_id": e.group_id, "parent_id": e.parent_id, "branch_turn": e.branch_turn,
         "status": str(e.status), "failure": str(e.failure) if e.failure is not None else None,
-        "error": e.error, "total_reward": float(e.total_reward), "num_turns": len(e.turns),
-        "policy_version": e.policy_version, "created_at": e.created_at, "metadata": e.metadata,
+        "error": _safe_text(e.error), "total_reward": float(e.total_reward), "num_turns": len(e.turns),
+        "policy_version": e.policy_version, "created_at": e.created_at, "metadata": _safe_json(e.metadata),
     }
 
 
 def _turn_row(episode_id: str, t: Turn) -> dict[str, Any]:
     row = {
-        "episode_id": episode_id, "index": t.index, "observation": t.observation, "action_text": t.action_text,
+        "episode_id": episode_id, "index": t.index, "observation": _safe_text(t.observation),
+        "action_text": _safe_text(t.action_text),
         "reward": float(t.reward), "terminated": bool(t.terminated), "truncated": bool(t.truncated),
         "state_fingerprint": t.state_fingerprint, "finish_reason": t.finish_reason, "advantage": t.advantage,
     }
     for name in _TURN_JSON_FIELDS:
         row[name] = getattr(t, name)
+    row["info"] = _safe_json(t.info)
     return row
 
 

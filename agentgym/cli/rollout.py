@@ -52,6 +52,8 @@ def rollout(
     env = make(spec.id, **kwargs)
     limit = max_turns or spec.max_turns or getattr(env.unwrapped, "max_turns", None) or 30
     run_id = run_id or f"rollout-{new_id()[:8]}"
+    # "module:Name-v0" ids are stored as given, so that replay imports the module again
+    stored_id = env_id if ":" in env_id else spec.id
     db.log_run(run_id, {"env_id": spec.id, "env_kwargs": kwargs, "policy": policy, "seed": seed})
     tasks = pick_tasks(list(env.unwrapped.task_ids()) if hasattr(env.unwrapped, "task_ids") else [],
                        -(-episodes // group_size), seed)
@@ -64,7 +66,7 @@ def rollout(
             for i in range(episodes):
                 task_id = tasks[i // group_size]
                 group_id = f"{run_id}:{task_id if task_id is not None else i // group_size}:{i // group_size}"
-                ep = run_episode(env, act, env_id=spec.id, task_id=task_id, seed=seed + i, max_turns=limit,
+                ep = run_episode(env, act, env_id=stored_id, task_id=task_id, seed=seed + i, max_turns=limit,
                                  run_id=run_id, group_id=group_id)
                 db.put(ep)
                 done.append(ep)
