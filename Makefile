@@ -1,0 +1,43 @@
+# agentgym: the two commands of the README, and the inner-loop helpers.
+#
+#   make quickstart   create .venv, install, run the main job (CPU training run on the built-in env)
+#   make test         install what the tests need (apt packages, Docker engine, venv) and run every suite
+#   make test-fast    the suites that need no container engine, browser, Ray or vLLM (inner loop)
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TEST_EXTRAS := train,dev,postgres,docker,tools,browser,serve,ray
+PYTEST_ARGS ?=
+
+.PHONY: quickstart test test-fast setup-test venv lint bench clean
+
+venv:
+	bash scripts/venv.sh train
+
+quickstart: venv
+	mkdir -p runs
+	$(VENV)/bin/agentgym envs check Maze-v0
+	$(VENV)/bin/agentgym rollout Maze-v0 --policy solver --episodes 16 --store runs/quickstart.db --run quickstart-solver --env-kwargs '{"difficulty": "open"}'
+	$(VENV)/bin/agentgym rollout Maze-v0 --policy random --episodes 16 --store runs/quickstart.db --run quickstart-random --env-kwargs '{"difficulty": "open"}'
+
+setup-test:
+	bash scripts/apt.sh
+	bash scripts/docker.sh
+	bash scripts/venv.sh $(TEST_EXTRAS)
+
+test: setup-test
+	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
+
+test-fast:
+	bash scripts/venv.sh $(TEST_EXTRAS)
+	$(PY) -m pytest -q -x -m "not docker and not browser and not ray and not vllm and not slow" $(PYTEST_ARGS)
+
+lint:
+	$(VENV)/bin/ruff check .
+
+bench:
+	$(PY) bench/store.py
+
+clean:
+	rm -rf runs artifacts .pytest_cache

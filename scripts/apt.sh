@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suites need, in one apt transaction; safe to run again.
+#
+#   bash scripts/apt.sh        (as root; `make test` runs it)
+#
+# docker.io + debootstrap: the sandbox engine and its base image; bubblewrap: the local sandbox
+# backend; chromium: the viewer's browser tests; iproute2 + util-linux: loopback-only network
+# namespaces for Ray (ip, unshare).
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+[[ -x /usr/bin/chromium ]] || need+=(chromium)
+command -v ip >/dev/null || need+=(iproute2)
+command -v unshare >/dev/null || need+=(util-linux)
+((${#need[@]})) || { echo "apt packages: all present"; exit 0; }
+[[ $(id -u) == 0 ]] || { echo "scripts/apt.sh: need root to install ${need[*]}" >&2; exit 1; }
+echo "installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${need[@]}"
