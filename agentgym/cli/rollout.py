@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentgym.cli.common import console, fail, guarded, open_store, parse_json_option
+from agentgym.cli.common import console, guarded, open_store, parse_json_option
 from agentgym.policy.simple import resolve_policy
 from agentgym.registration import make, registry
 from agentgym.replay import replay as replay_episode

@@ -3,8 +3,8 @@ import collections
 import pytest
 
 import agentgym
-from agentgym.rollout import run_episode
 from agentgym.policy.simple import random_policy, solver_policy
+from agentgym.rollout import run_episode
 from agentgym.testing import AgentEnvContract
 from envs.maze.generate import DIFFICULTIES, generate
 
