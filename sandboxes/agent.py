@@ -247,13 +247,28 @@ def op_read(req, cfg):
 
 
 def op_snapshot(req, cfg):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    buf, mtimes = io.BytesIO(), {}
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for top in cfg["writable"]:
+            mtimes[top] = os.lstat(top).st_mtime_ns
             for name in sorted(os.listdir(top)):
                 full = os.path.join(top, name)
                 tar.add(full, arcname=full.lstrip("/"), recursive=True)
-    return {"ok": True, "tar": b64(buf.getvalue())}
+                for root, dirs, files in os.walk(full) if os.path.isdir(full) and not os.path.islink(full) else ():
+                    for entry in dirs + files:
+                        path = os.path.join(root, entry)
+                        mtimes[path] = os.lstat(path).st_mtime_ns
+                mtimes[full] = os.lstat(full).st_mtime_ns
+    return {"ok": True, "tar": b64(buf.getvalue()), "mtimes": mtimes}
+
+
+def set_mtimes(mtimes):
+    """Put back exact modification times, deepest paths first so parents end up right."""
+    for path in sorted(mtimes, key=lambda p: p.count("/"), reverse=True):
+        try:
+            os.utime(path, ns=(mtimes[path], mtimes[path]), follow_symlinks=False)
+        except OSError:
+            pass  # e.g. the root-owned /tmp mount point itself
 
 
 def wipe(top):
@@ -283,6 +298,7 @@ def op_restore(req, cfg):
                 if not any(full.startswith(top.rstrip("/") + "/") for top in cfg["writable"]):
                     raise ValueError("snapshot member %r lies outside the writable dirs" % member.name)
             tar.extractall("/", numeric_owner=True)
+    set_mtimes(req.get("mtimes") or {})
     if req.get("rearm"):
         arm_lifetime(cfg)
     return {"ok": True}

@@ -51,7 +51,13 @@ class Snapshot:
 
     sandbox_id: str
     tar: bytes = field(repr=False)
+    mtimes_ns: dict[str, int] = field(repr=False, default_factory=dict)
+    """Exact modification times (tar keeps them only to about a microsecond)."""
     taken_at: float = 0.0
+
+    def payload(self) -> dict[str, Any]:
+        """The fields of a restore request."""
+        return {"tar": base64.b64encode(self.tar).decode("ascii"), "mtimes": self.mtimes_ns}
 
 
 def agent_config(workdir: str, limits: Limits, writable: Sequence[str]) -> dict[str, Any]:
@@ -97,7 +103,7 @@ class Sandbox:
         self._closed = False
         self._dead_reason: str | None = None
         self._dead_oom = False
-        self._started = time.monotonic()
+        self._started = time.monotonic()  # the agent arms its own lifetime timer later than this
         self._baseline: Snapshot | None = None
 
     # ---- lifecycle -------------------------------------------------------
@@ -111,7 +117,6 @@ class Sandbox:
             _, reason = self.handle.death_report()
             self.close()
             raise SandboxClosed(f"sandbox {self.id} ({self.image}) failed to start: {exc}; {reason}") from exc
-        self._started = time.monotonic()
 
     @property
     def alive(self) -> bool:
@@ -154,11 +159,11 @@ class Sandbox:
         if limit <= 0:
             raise ValueError(f"exec timeout={timeout!r} must be a positive number of seconds")
         with self._lock:
+            left = self._lifetime_left()
+            if self._dead_reason is not None or (left <= 0 and not self._closed):
+                return self._dead_result(0.0, timed_out=left <= 0)
             if self._closed:
                 raise SandboxClosed(f"sandbox {self.id} is closed; open a new one (or use a Pool)")
-            left = self._lifetime_left()
-            if self._dead_reason is not None or left <= 0:
-                return self._dead_result(0.0, timed_out=left <= 0)
             request: dict[str, Any] = {
                 "op": "exec",
                 "argv": argv,
@@ -189,20 +194,21 @@ class Sandbox:
     def snapshot(self) -> Snapshot:
         """Capture the workdir and /tmp (the only writable places) as a restore token."""
         reply = self._call({"op": "snapshot"})
-        return Snapshot(self.id, base64.b64decode(reply["tar"]), time.time())
+        return Snapshot(self.id, base64.b64decode(reply["tar"]), reply["mtimes"], time.time())
 
     def restore(self, token: Snapshot) -> None:
         """Return the writable filesystem to `token` exactly; kills every running command first."""
         if not isinstance(token, Snapshot):
             raise TypeError(f"restore() takes a Snapshot from snapshot(), got {type(token).__name__}")
-        self._call({"op": "restore", "tar": base64.b64encode(token.tar).decode("ascii")})
+        self._call({"op": "restore", **token.payload()})
 
     def reset(self) -> None:
         """Back to the state right after start: clean files, no processes, a fresh lifetime."""
         if self._baseline is None:
             raise SandboxClosed(f"sandbox {self.id} never finished starting")
-        self._call({"op": "restore", "tar": base64.b64encode(self._baseline.tar).decode("ascii"), "rearm": True})
-        self._started = time.monotonic()
+        started = time.monotonic()  # before the agent re-arms, so the host's deadline always comes first
+        self._call({"op": "restore", **self._baseline.payload(), "rearm": True})
+        self._started = started
 
     def ping(self) -> bool:
         """True when the agent answers."""
@@ -296,10 +302,6 @@ def _exec_result(reply: dict[str, Any], cap: int, limit: float) -> ExecResult:
 
 def _agent_exception(request: dict[str, Any], reply: dict[str, Any]) -> Exception:
     kind, message = reply.get("kind"), f"{request['op']} failed in the sandbox: {reply['error']}"
-    if kind == "FileNotFoundError":
-        return FileNotFoundError(reply.get("errno") or 2, message)
-    if kind == "PermissionError":
-        return PermissionError(reply.get("errno") or 13, message)
-    if kind == "IsADirectoryError":
-        return IsADirectoryError(reply.get("errno") or 21, message)
+    if reply.get("errno"):  # an OSError inside: raise the same kind (FileNotFoundError, PermissionError...)
+        return OSError(int(reply["errno"]), message)
     return AgentError(f"{message} ({kind})")
