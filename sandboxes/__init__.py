@@ -16,12 +16,11 @@ Docker SDK nor anything outside the standard library.
 
 from sandboxes.backends import open
 from sandboxes.errors import AgentError, BackendUnavailable, ImageNotFound, SandboxClosed, SandboxError
+from sandboxes.images import BASE_IMAGE
 from sandboxes.limits import Limits
 from sandboxes.pool import Pool
 from sandboxes.result import ExecResult
 from sandboxes.sandbox import Sandbox, Snapshot
-
-BASE_IMAGE = "agentgym/base:bookworm"
 
 __all__ = [
     "BASE_IMAGE",
