@@ -1,0 +1,287 @@
+"""Typed run configs: one flat pydantic model per entry point (`agentgym train CONFIG`).
+
+Every field has a docstring; an unknown key is rejected with the closest valid
+key; a value that breaks a rule is rejected before any work starts, with the
+value, the rule and the fix. Derived values are properties, marked as such.
+
+    cfg = load_train_config("configs/quickstart.yaml", overrides={"updates": 10})
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentgym.errors import ConfigError
+
+ESTIMATOR_NAMES = ("grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace", "drgrpo")
+
+
+class TrainConfig(BaseModel):
+    """Everything `agentgym train` needs, flat. Field groups follow the data flow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    # ---- run -------------------------------------------------------------------------------
+    name: str = "run"
+    """Run name: outputs go to `<output_dir>/<name>/` and episodes are stored under this run id."""
+    output_dir: str = "runs"
+    """Directory that holds one folder per run (metrics.jsonl, TensorBoard events, plot, checkpoints)."""
+    seed: int = 0
+    """Seed of torch, the task order and the samplers."""
+    store: str | None = None
+    """Trajectory store URL (SQLite path or postgresql://...); default `<output_dir>/<name>/episodes.db`."""
+    time_limit_s: float | None = None
+    """Stop after this many seconds of training (checked between updates); None: run all updates."""
+
+    # ---- environment -----------------------------------------------------------------------
+    env: str = "Maze-v0"
+    """Registered env id."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for `agentgym.make(env, **env_kwargs)` (the env's own settings)."""
+    max_turns: int = Field(12, ge=1)
+    """Turn limit of one episode."""
+    train_tasks: int | None = Field(None, ge=1)
+    """Use only the first N task ids of the env for training (None: all)."""
+    eval_tasks: int = Field(0, ge=0)
+    """Held-out task ids (taken after the training ones) evaluated greedily every `eval_every` updates."""
+    eval_every: int = Field(0, ge=0)
+    """Evaluate every N updates (0: never)."""
+
+    # ---- model -----------------------------------------------------------------------------
+    model: str = "tiny"
+    """'tiny' (the locally built model of `agentgym.models`), a local directory or a hub name (`load_model`)."""
+    tiny_hidden_size: int = Field(64, ge=8)
+    """Tiny model only: hidden size."""
+    tiny_layers: int = Field(2, ge=1)
+    """Tiny model only: number of layers."""
+    tiny_intermediate_size: int = Field(128, ge=8)
+    """Tiny model only: MLP width."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Parameter dtype: auto = bfloat16 on a GPU that supports it, float32 otherwise."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the trainer runs: auto = cuda when available."""
+    torch_threads: int | None = Field(None, ge=1)
+    """torch intra-op threads (None: torch's default)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, more compute)."""
+    lora_rank: int = Field(0, ge=0)
+    """LoRA rank through PEFT; 0 trains all weights."""
+    lora_alpha: float = 16.0
+    """LoRA alpha (scale = alpha / rank)."""
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    """LoRA dropout."""
+    lora_target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """Module names that get LoRA adapters."""
+
+    # ---- rollout ---------------------------------------------------------------------------
+    backend: Literal["hf", "openai", "vllm"] = "hf"
+    """Rollout backend: hf (in process, weights synced in memory) or openai/vllm (save-and-reload)."""
+    backend_url: str | None = None
+    """openai backend: base URL of the OpenAI-compatible server."""
+    temperature: float = Field(1.0, gt=0)
+    """Sampling temperature (the trainer divides its logits by it too)."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling mass."""
+    max_new_tokens: int = Field(8, ge=1)
+    """Token budget of one action."""
+    concurrency: int = Field(64, ge=1)
+    """Episodes in flight at once (env slots)."""
+
+    # ---- algorithm -------------------------------------------------------------------------
+    estimator: str = "grpo"
+    """Credit assignment: grpo, rloo, gae, gigpo, spa, oprl or trace."""
+    estimator_params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the estimator (checked by `agentgym.credit`)."""
+    updates: int = Field(100, ge=1)
+    """Number of policy updates."""
+    groups_per_batch: int = Field(16, ge=1)
+    """Groups (tasks) per update."""
+    group_size: int = Field(8, ge=1)
+    """Rollouts per group."""
+    ppo_epochs: int = Field(1, ge=1)
+    """Passes over each batch."""
+    mini_batches: int = Field(1, ge=1)
+    """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
+    micro_batch_tokens: int = Field(8192, ge=16)
+    """Token budget of one forward/backward pass (gradient accumulation fills the mini-batch)."""
+    lr: float = Field(1e-3, gt=0)
+    """Policy learning rate."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW weight decay."""
+    max_grad_norm: float = Field(1.0, gt=0)
+    """Gradient clipping norm."""
+    lr_warmup_updates: int = Field(0, ge=0)
+    """Linear learning-rate warm-up, in updates."""
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    """Learning-rate decay after warm-up."""
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    """PPO clip eps_lo."""
+    clip_high: float = Field(0.28, ge=0)
+    """PPO clip eps_hi ("clip higher"; equal to clip_low for symmetric PPO)."""
+    dual_clip: float | None = None
+    """Dual clip c > 1 for negative advantages (None: off)."""
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                         "seq-mean-token-sum-norm"] = "token-mean"
+    """Loss aggregation (ALGORITHMS.md section 8)."""
+    kl: Literal["off", "k1", "k2", "k3"] = "off"
+    """KL estimator to the frozen reference model, added to the loss (off: no reference model is built)."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Weight of the KL term."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Weight of the entropy bonus."""
+    importance: Literal["off", "tis", "icepop", "mask"] = "tis"
+    """Behavior-vs-proximal correction for stale or mismatched tokens (ALGORITHMS.md section 7)."""
+    is_cap: float = Field(2.0, gt=0)
+    """Cap C of the importance weight."""
+    is_low: float = Field(0.0, ge=0)
+    """Lower bound of the importance weight (tis clamp, icepop drop)."""
+
+    # ---- critic (gae, spa) -----------------------------------------------------------------
+    critic_lr: float = Field(1e-3, gt=0)
+    """Value head / critic learning rate (only built for estimators that use a critic)."""
+    value_clip: float | None = 0.2
+    """Clip of the value loss around the old values (None: unclipped)."""
+    critic_warmup_updates: int = Field(0, ge=0)
+    """Updates during which only the critic trains."""
+
+    # ---- data manager ----------------------------------------------------------------------
+    mode: Literal["sync", "async"] = "sync"
+    """sync: generate a batch, then train; async: collection and training overlap through the data manager."""
+    runtime: Literal["local", "ray"] = "local"
+    """local: one process; ray: env/rollout workers, data manager and trainer as Ray actors."""
+    staleness_bound: int | None = Field(1, ge=0)
+    """k: samples more than k policy versions behind are dropped or down-weighted (None: no bound)."""
+    stale: Literal["drop", "downweight"] = "drop"
+    """What happens to samples beyond the staleness bound."""
+    stale_decay: float = Field(0.5, gt=0, le=1)
+    """downweight: weight = stale_decay ** (staleness - k)."""
+    infra: Literal["retry", "mask"] = "retry"
+    """Infra-failed episodes: retry to complete the group, or mask them out of the loss."""
+    drop_zero_variance: bool = True
+    """Drop groups whose rewards are all equal; later groups refill the batch (dynamic sampling)."""
+    top_entropy_fraction: float | None = Field(None, gt=0, le=1)
+    """Keep only this share of turns by mean token entropy (DART); None keeps all."""
+    adaptive_rollouts: bool = False
+    """Rollouts per task from its success rate (DART's dynamic n, n_max = group_size)."""
+    mix_successes: bool = False
+    """Mix a stored success into all-failure groups of rarely solved tasks."""
+    rare_success_rate: float = Field(0.2, ge=0, le=1)
+    """Tasks below this observed success rate count as rarely solved."""
+    success_reward: float = 1.0
+    """An episode with total reward >= this counts as a success."""
+
+    # ---- SFT warm start --------------------------------------------------------------------
+    sft_steps: int = Field(0, ge=0)
+    """Supervised steps on solver demonstrations before RL (0: none)."""
+    sft_episodes: int = Field(8, ge=1)
+    """Number of solver demonstrations."""
+    sft_lr: float = Field(3e-3, gt=0)
+    """Learning rate of the warm start."""
+
+    # ---- outputs ---------------------------------------------------------------------------
+    checkpoint_every: int = Field(10, ge=0)
+    """Checkpoint every N updates (0: only at the end)."""
+    keep_checkpoints: int = Field(2, ge=1)
+    """How many recent checkpoints to keep."""
+    tensorboard: bool = True
+    """Write TensorBoard events."""
+    plot: bool = True
+    """Save a PNG of reward and success over updates."""
+    log_episode_ids: bool = True
+    """Write the ids of the episodes of every update to trained.jsonl (data accounting)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _closest_key(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = list(cls.model_fields)
+            for key in data:
+                if key not in cls.model_fields:
+                    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+                    hint = f" Did you mean '{close[0]}'?" if close else ""
+                    raise ConfigError(f"unknown config key '{key}'.{hint} Valid keys: agentgym train --help-config")
+        return data
+
+    @model_validator(mode="after")
+    def _rules(self) -> TrainConfig:
+        if self.estimator not in ESTIMATOR_NAMES:
+            close = difflib.get_close_matches(self.estimator, ESTIMATOR_NAMES, n=1, cutoff=0.4)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ValueError(f"estimator '{self.estimator}' is unknown.{hint} Choose one of {', '.join(ESTIMATOR_NAMES)}")
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ValueError(f"dual_clip must be > 1 (verl uses 3.0), got {self.dual_clip}; or null to turn it off")
+        if self.kl != "off" and self.kl_coef == 0:
+            raise ValueError(f"kl is '{self.kl}' but kl_coef is 0: set kl_coef > 0 (e.g. 0.01) or kl: off")
+        if self.is_cap <= self.is_low:
+            raise ValueError(f"is_cap ({self.is_cap}) must be above is_low ({self.is_low})")
+        if self.backend == "openai" and not self.backend_url:
+            raise ValueError("backend 'openai' needs backend_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.mini_batches > self.groups_per_batch * self.group_size:
+            raise ValueError(f"mini_batches ({self.mini_batches}) exceeds the episodes per batch "
+                             f"({self.groups_per_batch * self.group_size}); lower it")
+        return self
+
+    # ---- derived ---------------------------------------------------------------------------
+    @property
+    def run_dir(self) -> Path:
+        """Derived: `<output_dir>/<name>`."""
+        return Path(self.output_dir) / self.name
+
+    @property
+    def store_url(self) -> str:
+        """Derived: `store`, or the run's own SQLite file."""
+        return self.store or str(self.run_dir / "episodes.db")
+
+    @property
+    def uses_critic(self) -> bool:
+        """Derived: the estimator needs value estimates (gae; spa as its spec uses PPO with GAE)."""
+        return self.estimator in ("gae", "spa")
+
+    @property
+    def episodes_per_batch(self) -> int:
+        """Derived: groups_per_batch * group_size."""
+        return self.groups_per_batch * self.group_size
+
+
+def load_train_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read a YAML config (or none) and apply `overrides`; every problem becomes a `ConfigError`."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"config file {str(p)!r} does not exist; see configs/ for the shipped recipes")
+        loaded = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p} must hold a mapping of keys to values, got {type(loaded).__name__}")
+        data.update(loaded)
+    data.update(overrides or {})
+    try:
+        return TrainConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+
+
+def _describe(exc: ValidationError, path: str | Path | None) -> str:
+    where = f" in {path}" if path else ""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        shown = f" (got {err['input']!r})" if loc != "config" and "input" in err else ""
+        lines.append(f"{loc}: {msg}{shown}")
+    return f"invalid config{where}: " + "; ".join(lines)
+
+
+def config_help() -> str:
+    """Every field with its type, default and docstring (for `agentgym train --help-config`)."""
+    rows = []
+    for name, field in TrainConfig.model_fields.items():
+        default = field.default_factory() if field.default_factory is not None else field.default
+        rows.append(f"{name} = {default!r}\n    {field.description or ''}")
+    return "\n".join(rows)
