@@ -1,0 +1,134 @@
+"""GiGPO: group-in-group advantages (ALGORITHMS.md section 1).
+
+A = A_E + omega * A_S, where A_E is a GRPO-like episode advantage of the row's score
+`S = R_i - invalid_penalty * [turn invalid]`, and A_S normalises the discounted step return
+`G_t = sum_k gamma^(k-t) r_k - invalid_penalty * [turn invalid]` among the turns of the same group
+that were taken from the same environment state (the anchor cluster).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Literal
+
+import numpy as np
+
+from agentgym.credit import validate
+from agentgym.credit.batch import TurnBatch
+from agentgym.credit.errors import CreditInputError
+from agentgym.credit.registry import register_estimator
+from agentgym.credit.result import CreditResult
+from agentgym.credit.stats import EPS, Norm, discounted_cumsum, segment_stats
+
+EpisodeStats = Literal["trajectory", "rows"]
+AnchorMode = Literal["exact", "similarity"]
+
+
+def exact_clusters(batch: TurnBatch, missing: Literal["error", "singleton"] = "error") -> tuple[np.ndarray, int]:
+    """Anchor cluster code per turn [T] from (group, state fingerprint), and the cluster count.
+
+    Turns without a fingerprint raise (`missing="error"`) or each form their own cluster.
+    """
+    def build() -> tuple[np.ndarray, int]:
+        fp = batch.fingerprint
+        n_fp = int(fp.max()) + 1 if len(fp) else 0
+        key = batch.group_of_turn * (n_fp + 1) + fp
+        absent = fp < 0
+        if absent.any():
+            key = np.where(absent, -1 - np.arange(len(fp)), key)  # unique negative keys: singletons
+        _, codes = np.unique(key, return_inverse=True)
+        return codes.astype(np.int64), int(codes.max()) + 1 if len(codes) else 0
+
+    if missing == "error":
+        batch.require_fingerprints("gigpo")
+    return batch.cached(f"gigpo.exact.{missing}", build)
+
+
+def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.ndarray, int]:
+    """Greedy text clusters per group (reference-code similarity mode) over `Turn.observation`.
+
+    Each turn joins the first existing cluster of its group (insertion order) whose *first member*
+    has `difflib.SequenceMatcher(a, b).ratio() >= threshold`, else opens a new cluster.
+    """
+    codes = np.empty(batch.n_turns, dtype=np.int64)
+    heads: dict[int, list[tuple[str, int]]] = {}
+    n = 0
+    groups = batch.group_of_turn.tolist()
+    texts = (t.observation for ep in batch.episodes for t in ep.turns)
+    for row, (g, text) in enumerate(zip(groups, texts)):
+        members = heads.setdefault(g, [])
+        for head, code in members:
+            m = difflib.SequenceMatcher(None, head, text)
+            if m.real_quick_ratio() >= threshold and m.quick_ratio() >= threshold and m.ratio() >= threshold:
+                codes[row] = code
+                break
+        else:
+            members.append((text, n))
+            codes[row] = n
+            n += 1
+    return codes, n
+
+
+def episode_advantage(batch: TurnBatch, score: np.ndarray, *, norm: Norm, episode_stats: EpisodeStats,
+                      singleton: str, penalty_rows: np.ndarray, eps: float) -> np.ndarray:
+    """A_E per turn [T] from row scores `score` [T] (see module docstring)."""
+    g_turn = batch.group_of_turn
+    if episode_stats == "trajectory":
+        # one value per trajectory: R_i minus the mean row penalty (R_i when every action was valid)
+        pen = np.bincount(batch.episode_of_turn, weights=penalty_rows, minlength=batch.n_episodes)
+        per_traj = batch.outcome - pen / np.maximum(batch.lengths, 1)
+        stats = segment_stats(per_traj, batch.group, batch.n_groups)
+    else:
+        stats = segment_stats(score, g_turn, batch.n_groups)
+    adv = stats.center(score, g_turn)
+    if norm == "std":
+        adv = adv / (stats.std[g_turn] + eps)
+    adv = np.where(stats.count[g_turn] > 1, adv, 0.0)
+    lone = batch.group_sizes[g_turn] == 1
+    return np.where(lone, score if singleton == "raw" else 0.0, adv)
+
+
+@register_estimator("gigpo", summary="episode advantage + omega * step advantage among same-state turns",
+                    needs=("Turn.state_fingerprint (exact mode) or Turn.observation (similarity mode)",))
+def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: Norm = "std",
+          episode_stats: EpisodeStats = "trajectory", singleton: Literal["zero", "raw"] = "zero",
+          anchor: AnchorMode = "exact", similarity_threshold: float = 0.95, invalid_penalty: float = 0.1,
+          missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS) -> CreditResult:
+    """GiGPO advantages.
+
+    Inputs: outcomes R [E], turn rewards r [T], validity [T], fingerprints [T] (or observations in
+    similarity mode), group codes. Output: advantages [T], `episode_part` (A_E) [T] and
+    `step_part` (A_S) [T]; A = A_E + omega * A_S.
+    """
+    _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
+           missing_fingerprint, eps)
+    penalty_rows = invalid_penalty * (~batch.valid)
+    score = batch.outcome[batch.episode_of_turn] - penalty_rows
+    a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton,
+                            penalty_rows=penalty_rows, eps=eps)
+    step_return = discounted_cumsum(batch.reward, gamma, batch.backward_levels) - penalty_rows
+    if anchor == "exact":
+        clusters, n_clusters = exact_clusters(batch, missing_fingerprint)
+    else:
+        clusters, n_clusters = batch.cached(f"gigpo.similarity.{similarity_threshold}",
+                                            lambda: similarity_clusters(batch, similarity_threshold))
+    a_s = segment_stats(step_return, clusters, n_clusters).normalise(step_return, clusters, norm, eps)
+    return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
+                        returns=None, turn_rewards=None)
+
+
+def _check(omega: float, gamma: float, norm: str, episode_stats: str, singleton: str, anchor: str,
+           similarity_threshold: float, invalid_penalty: float, missing_fingerprint: str, eps: float) -> None:
+    validate.number("gigpo", "omega", omega, low=0.0)
+    validate.number("gigpo", "gamma", gamma, low=0.0, high=1.0)
+    validate.choice("gigpo", "norm", norm, ("std", "mean"))
+    validate.choice("gigpo", "episode_stats", episode_stats, ("trajectory", "rows"))
+    validate.choice("gigpo", "singleton", singleton, ("zero", "raw"))
+    validate.choice("gigpo", "anchor", anchor, ("exact", "similarity"))
+    validate.number("gigpo", "similarity_threshold", similarity_threshold, low=0.0, high=1.0)
+    validate.number("gigpo", "invalid_penalty", invalid_penalty, low=0.0)
+    validate.choice("gigpo", "missing_fingerprint", missing_fingerprint, ("error", "singleton"))
+    validate.number("gigpo", "eps", eps, low=0.0)
+    if anchor == "similarity" and missing_fingerprint != "error":
+        raise CreditInputError("gigpo: missing_fingerprint only applies to anchor='exact'; "
+                               "similarity mode clusters Turn.observation text.")

@@ -1,0 +1,98 @@
+"""OPRL: online process reward learning with an implicit PRM (ALGORITHMS.md section 3).
+
+The learned part (`agentgym.credit.learned.ImplicitPRM`) gives per-turn implicit step rewards
+`r_t = beta * sum_j (lp_phi(y_tj) - lp_old(y_tj))`. This module holds the pure parts:
+
+    A_E(i)   = (R_i - mean_g R) / (std_g R + eps)               (GRPO within the group)
+    A_S(i,t) = (r_t - mean_g r) / (std_g r + eps)               (over all turns of the group)
+    A        = A_E + alpha * A_S
+
+plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from agentgym.credit import validate
+from agentgym.credit.baselines import outcome_advantages
+from agentgym.credit.batch import PerTurn, TurnBatch
+from agentgym.credit.registry import register_estimator
+from agentgym.credit.result import CreditResult
+from agentgym.credit.stats import EPS, segment_stats
+
+STEP_REWARDS_FIX = ("Pass step_rewards=ImplicitPRM.step_rewards(episodes) (agentgym.credit.learned) or "
+                    "implicit_step_rewards(prm_logprobs, old_logprobs, beta), one r_t per turn.")
+
+
+def implicit_step_rewards(prm_logprobs: Sequence[Sequence[Sequence[float]]],
+                          old_logprobs: Sequence[Sequence[Sequence[float]]], beta: float,
+                          per_token_mean: bool = False) -> list[list[float]]:
+    """r_t = beta * sum_j (lp_phi - lp_old) over turn t's action tokens, per episode per turn.
+
+    Shapes: [E][T_i][L_t] log-probs in, [E][T_i] rewards out. `per_token_mean` divides by L_t
+    (an option, not the paper's definition). A turn without action tokens gets 0.
+    """
+    out = []
+    for prm_ep, old_ep in zip(prm_logprobs, old_logprobs, strict=True):
+        row = []
+        for prm, old in zip(prm_ep, old_ep, strict=True):
+            diff = float(np.sum(np.asarray(prm, dtype=np.float64) - np.asarray(old, dtype=np.float64)))
+            row.append(beta * (diff / max(len(prm), 1) if per_token_mean else diff))
+        out.append(row)
+    return out
+
+
+def prm_loss(z_preferred: Sequence[float], z_rejected: Sequence[float], beta: float) -> float:
+    """Trajectory DPO loss `mean -log sigmoid(beta * (z+ - z-))` over pairs (numpy reference)."""
+    x = beta * (np.asarray(z_preferred, dtype=np.float64) - np.asarray(z_rejected, dtype=np.float64))
+    return float(np.mean(np.logaddexp(0.0, -x))) if x.size else 0.0
+
+
+def preference_pairs(outcomes: Sequence[float], groups: Sequence[object], *, margin: float = 0.0,
+                     max_pairs_per_group: int | None = None) -> list[tuple[int, int]]:
+    """Pairs (preferred, rejected) of batch indices with R_pref > R_rej + margin, inside each group.
+
+    Capped at `max_pairs_per_group` per group (None: no cap). Under a cap, pairs are taken by
+    decreasing outcome gap, then preferring episodes used least so far (spreads coverage); the
+    result is deterministic. Groups with all-equal outcomes give no pairs.
+    """
+    members: dict[object, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    pairs: list[tuple[int, int]] = []
+    for idx in members.values():
+        cands = [(outcomes[i] - outcomes[j], i, j) for i in idx for j in idx if outcomes[i] > outcomes[j] + margin]
+        cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+        cap = len(cands) if max_pairs_per_group is None else min(max_pairs_per_group, len(cands))
+        used: dict[int, int] = {}
+        for _ in range(cap):
+            best = min(range(len(cands)), key=lambda k: (-cands[k][0], used.get(cands[k][1], 0)
+                                                         + used.get(cands[k][2], 0), k))
+            _, i, j = cands.pop(best)
+            used[i] = used.get(i, 0) + 1
+            used[j] = used.get(j, 0) + 1
+            pairs.append((i, j))
+    return pairs
+
+
+@register_estimator("oprl", summary="GRPO episode advantage + alpha * group-normalised implicit PRM step reward",
+                    needs=("step_rewards: implicit PRM reward r_t per turn",))
+def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
+         singleton: Literal["zero", "raw"] = "zero") -> CreditResult:
+    """OPRL advantages.
+
+    Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
+    step_part A_S [T], turn_rewards r [T].
+    """
+    validate.number("oprl", "alpha", alpha, low=0.0)
+    validate.number("oprl", "eps", eps, low=0.0)
+    validate.choice("oprl", "singleton", singleton, ("zero", "raw"))
+    r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
+    a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
+    g_turn = batch.group_of_turn
+    a_s = segment_stats(r, g_turn, batch.n_groups).normalise(r, g_turn, "std", eps)
+    return CreditResult("oprl", batch, a_e + alpha * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r)

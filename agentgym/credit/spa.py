@@ -1,0 +1,76 @@
+"""SPA-RL: stepwise progress attribution (ALGORITHMS.md section 2).
+
+A learned progress estimator (`agentgym.credit.learned.ProgressEstimator`) predicts a contribution
+`c_t` per turn whose sum approximates the outcome R. The per-turn reward is
+
+    r_t = alpha * c_t + beta * g_t          (g_t = 1 if the action took effect; final turn g = 1)
+
+and the advantages are turn-level GAE with the critic values `V_t` (see `agentgym.credit.gae`).
+Reference-code quirks are flags, off by default: `horizon_scale` multiplies r_t by
+`(n_turns - t - 1)` (zeroing the final turn) and `loo_baseline` replaces every c_t by
+`R_i - mean(R of the other rollouts of the group)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agentgym.credit import validate
+from agentgym.credit.baselines import outcome_advantages
+from agentgym.credit.batch import PerTurn, TurnBatch
+from agentgym.credit.gae import VALUES_FIX, turn_gae
+from agentgym.credit.registry import register_estimator
+from agentgym.credit.result import CreditResult
+
+CONTRIBUTIONS_FIX = ("Pass contributions=ProgressEstimator.predict(episodes) (agentgym.credit.learned), "
+                     "one c_t per turn, or loo_baseline=True for the reference WebShop variant.")
+
+
+def progress_loss(outcomes: Sequence[float], contributions: Sequence[Sequence[float]]) -> float:
+    """SPA's estimator objective `mean_over_batch (R - sum_t c_t)^2` (numpy reference)."""
+    sums = np.array([float(np.sum(c)) for c in contributions])
+    return float(np.mean((np.asarray(outcomes, dtype=np.float64) - sums) ** 2)) if len(sums) else 0.0
+
+
+def grounding_from_validity(batch: TurnBatch) -> np.ndarray:
+    """g_t [T]: 1 where the action was valid (took effect), and 1 on every final turn."""
+    return (batch.valid | batch.is_last).astype(np.float64)
+
+
+def spa_turn_rewards(batch: TurnBatch, contributions: np.ndarray, grounding: np.ndarray, *, alpha: float,
+                     beta: float, horizon_scale: bool) -> np.ndarray:
+    """r_t = alpha * c_t + beta * g_t [T], optionally times (n_turns - t - 1)."""
+    rewards = alpha * contributions + beta * grounding
+    if horizon_scale:
+        rewards = rewards * (batch.lengths[batch.episode_of_turn] - batch.position - 1)
+    return rewards
+
+
+@register_estimator("spa", summary="progress-estimator turn rewards + grounding, then turn-level GAE",
+                    needs=("contributions: c_t per turn from ProgressEstimator", "values: critic V_t per turn"),
+                    group_relative=False, uses_critic=True)
+def spa(batch: TurnBatch, *, contributions: PerTurn | None = None, values: PerTurn | None = None,
+        alpha: float = 1.0, beta: float = 0.5, grounding: PerTurn | None = None, gamma: float = 1.0,
+        lam: float = 0.95, horizon_scale: bool = False, loo_baseline: bool = False) -> CreditResult:
+    """SPA advantages.
+
+    Inputs: `contributions` c [T], `values` V [T], optional `grounding` g [T] (default: turn
+    validity, 1 on final turns). Output: advantages [T], returns [T], turn_rewards r [T], values [T].
+    """
+    validate.number("spa", "alpha", alpha)
+    validate.number("spa", "beta", beta)
+    validate.number("spa", "gamma", gamma, low=0.0, high=1.0)
+    validate.number("spa", "lam", lam, low=0.0, high=1.0)
+    if loo_baseline:
+        c = np.repeat(outcome_advantages(batch, norm="mean", eps=0.0, singleton="zero", scale_loo=True),
+                      batch.lengths)
+    else:
+        c = batch.per_turn(contributions, name="contributions", estimator="spa", fix=CONTRIBUTIONS_FIX)
+    v = batch.per_turn(values, name="values", estimator="spa", fix=VALUES_FIX)
+    g = grounding_from_validity(batch) if grounding is None else batch.per_turn(
+        grounding, name="grounding", estimator="spa", fix="")
+    r = spa_turn_rewards(batch, c, g, alpha=alpha, beta=beta, horizon_scale=horizon_scale)
+    adv, ret = turn_gae(batch, r, v, gamma=gamma, lam=lam)
+    return CreditResult("spa", batch, adv, returns=ret, turn_rewards=r, values=v)
