@@ -62,7 +62,7 @@ def test_reaper_removes_a_stopped_orphan_and_spares_live_owners(docker_engine: N
 
 def test_owner_exit_removes_its_containers(docker_engine: None) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    code = "import sandboxes; sb = sandboxes.open(%r); print(sb.id, flush=True)" % IMAGE
+    code = f"import sandboxes; sb = sandboxes.open({IMAGE!r}); print(sb.id, flush=True)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     cid = proc.stdout.strip()
     assert proc.returncode == 0 and cid, proc.stderr
