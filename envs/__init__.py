@@ -16,3 +16,8 @@ def register_builtin_envs() -> None:
         description="Walk a grid maze to the goal; sparse reward, 5-30 turns, built-in solver.",
         difficulty="easy",
     )
+    register(
+        "SQL-v0",
+        "envs.sql.env:SqlEnv",
+        description="Text-to-SQL with live execution feedback: explore, then submit; execution-match reward.",
+    )

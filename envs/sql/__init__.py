@@ -1,0 +1,1 @@
+"""Text-to-SQL with live execution feedback (`SQL-v0`)."""
