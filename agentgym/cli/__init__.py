@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from agentgym.cli import envs, episodes, rollout
+from agentgym.cli import envs, episodes, rollout, view
 
 app = typer.Typer(
     name="agentgym",
@@ -15,6 +15,7 @@ app = typer.Typer(
 app.add_typer(envs.app, name="envs")
 app.add_typer(episodes.app, name="episodes")
 rollout.register(app)
+view.register(app)
 
 
 def _optional_groups() -> None:

@@ -1,4 +1,4 @@
-"""`agentgym episodes list|export`."""
+"""`agentgym episodes list|export|show|diff`."""
 
 from __future__ import annotations
 
@@ -66,3 +66,46 @@ def export(
     db = open_store(store, create=False)
     count = db.export_jsonl(path, _filter(run, env, None, None, status, None, None, None))
     console.print(f"wrote {count} episodes to {path}")
+
+
+@app.command("show")
+@guarded
+def show(
+    episode_id: str = typer.Argument(..., help="Id of a stored episode."),
+    store: str = STORE_OPTION,
+    tokens: bool = typer.Option(False, "--tokens", help="Also print each action token coloured by its log-prob."),
+) -> None:
+    """Print one episode turn by turn: observations, actions, rewards, token stats and advantages."""
+    from agentgym.viewer.queries import run_config
+    from agentgym.viewer.terminal import print_episode
+    from agentgym.viewer.tokens import find_decoder, model_dir_of
+
+    db = open_store(store, create=False)
+    episode = db.get(episode_id)
+    decoder = find_decoder(model_dir_of(episode, run_config(db, episode.run_id)))[0] if tokens else None
+    print_episode(console, episode, decoder, show_tokens=tokens)
+
+
+@app.command("diff")
+@guarded
+def diff(
+    episode_a: str = typer.Argument(..., help="Id of the first episode."),
+    episode_b: str = typer.Argument(..., help="Id of the second episode."),
+    store: str = STORE_OPTION,
+) -> None:
+    """Show two episodes of one task side by side, turn by turn, with the first divergence marked."""
+    from agentgym.cli.common import err_console
+    from agentgym.viewer.diff import first_divergence, task_mismatch
+    from agentgym.viewer.terminal import diff_table
+
+    db = open_store(store, create=False)
+    a, b = db.get(episode_a), db.get(episode_b)
+    warning = task_mismatch(a, b)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    divergence = first_divergence(a, b)
+    console.print(diff_table(a, b, divergence))
+    if divergence is None:
+        console.print("[green]identical[/]: every turn matches", highlight=False)
+    else:
+        console.print(f"[bold red]first divergence[/] at {divergence.describe()}", highlight=False)

@@ -10,6 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agentgym.branch_replay import BranchRequest, branch_episode
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
 from agentgym.policy.simple import resolve_policy
 from agentgym.registration import make, registry
@@ -95,8 +96,19 @@ def replay(
     store: str = typer.Option(..., "--store", help="Store URL the episode lives in."),
     env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON keyword arguments for make() (default: registered)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the turns."),
+    from_turn: int = typer.Option(None, "--from-turn", min=0,
+                                  help="Branch: replay the actions before this turn, then let --policy play on; "
+                                       "stores the continuation as a child episode."),
+    policy: str = typer.Option("random", "--policy", help="With --from-turn: random, solver or scripted:MODULE:FUNC."),
+    policy_seed: int = typer.Option(0, "--seed", help="With --from-turn: seed of the random policy."),
 ) -> None:
-    """Print an episode turn by turn and re-execute it; exit 1 at the first differing turn."""
+    """Print an episode turn by turn and re-execute it; exit 1 at the first differing turn.
+
+    With --from-turn T: restore the env to turn T and roll out a new continuation with --policy.
+    """
+    if from_turn is not None:
+        _branch(episode_id, store, from_turn, policy, policy_seed, parse_json_option(env_kwargs, "--env-kwargs"))
+        return
     db = open_store(store, create=False)
     episode = db.get(episode_id)
     if not quiet:
@@ -113,3 +125,15 @@ def replay(
         console.print(f"[bold red]replay differs[/] at {divergence.describe()}", highlight=False)
         raise typer.Exit(1)
     console.print(f"[bold green]replay matches[/]: {episode.num_turns} turns reproduced exactly")
+
+
+def _branch(episode_id: str, store: str, from_turn: int, policy: str, seed: int, env_kwargs: dict) -> None:
+    """`replay --from-turn`: store a child episode that a new policy continues from turn `from_turn`."""
+    db = open_store(store, create=False)
+    child = branch_episode(db, BranchRequest(episode_id=episode_id, from_turn=from_turn, policy=policy,
+                                             seed=seed, env_kwargs=env_kwargs))
+    parent = db.get(episode_id)
+    console.print(f"replayed turns 0..{from_turn - 1} of {episode_id} (observations match), then {policy} "
+                  f"played {child.num_turns - from_turn} turns", highlight=False)
+    console.print(f"child episode [bold]{child.id}[/]: {child.status}, total reward {child.total_reward:g} "
+                  f"(parent: {parent.total_reward:g})", highlight=False)

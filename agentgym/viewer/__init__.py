@@ -1,0 +1,32 @@
+"""The trajectory viewer: a local web app over the trajectory store (`agentgym view`).
+
+    from agentgym.viewer import create_app, BackgroundViewer
+    with BackgroundViewer(TrajectoryStore("runs/demo.db")) as viewer:
+        print(viewer.url)
+
+Needs the `serve` extra (fastapi, uvicorn) and jinja2. The submodules that
+compute what pages show (queries, tokens, media, charts, groups, diff) import
+neither.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def create_app(store: Any) -> Any:
+    """The FastAPI app over `store` (see `agentgym.viewer.app`)."""
+    from agentgym.viewer.app import create_app as _create
+
+    return _create(store)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("BackgroundViewer", "serve", "free_port"):
+        from agentgym.viewer import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'agentgym.viewer' has no attribute {name!r}")
+
+
+__all__ = ["BackgroundViewer", "create_app", "free_port", "serve"]

@@ -1,0 +1,78 @@
+"""Group and tree layouts: episodes side by side with GiGPO anchor states, and branch trees.
+
+An anchor state (GiGPO) is a state fingerprint that occurs in two or more
+episodes of one group: the turns taken from it are compared with each other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+#: pale, distinguishable backgrounds for anchor states (cycled)
+ANCHOR_COLOURS = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc", "#d9f99d",
+                  "#fecaca", "#e9d5ff")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A state fingerprint shared by several episodes of a group."""
+
+    fingerprint: str
+    label: str  #: "A1", "A2", ... in order of first appearance
+    colour: str
+    episodes: int  #: how many episodes of the group pass through it
+    visits: int  #: how many turns in the group start from it
+
+
+def find_anchors(turns_by_episode: dict[str, list[dict[str, Any]]]) -> dict[str, Anchor]:
+    """fingerprint -> Anchor for every non-empty fingerprint seen in at least two episodes."""
+    episodes_with: Counter[str] = Counter()
+    visits: Counter[str] = Counter()
+    order: list[str] = []
+    for turns in turns_by_episode.values():
+        seen = set()
+        for turn in turns:
+            fp = turn["state_fingerprint"]
+            if not fp:
+                continue
+            visits[fp] += 1
+            if fp not in seen:
+                seen.add(fp)
+                episodes_with[fp] += 1
+            if fp not in order:
+                order.append(fp)
+    anchors = {}
+    for fp in order:
+        if episodes_with[fp] >= 2:
+            n = len(anchors)
+            anchors[fp] = Anchor(fp, f"A{n + 1}", ANCHOR_COLOURS[n % len(ANCHOR_COLOURS)], episodes_with[fp],
+                                 visits[fp])
+    return anchors
+
+
+@dataclass
+class TreeNode:
+    """One episode in a branch tree, with its children ordered by branch turn."""
+
+    row: dict[str, Any]
+    turns: list[dict[str, Any]]
+    children: list[TreeNode] = field(default_factory=list)
+
+    @property
+    def own_turns(self) -> list[dict[str, Any]]:
+        """The turns this episode added after its branch point (all of them for the root)."""
+        start = (self.row["branch_turn"] or 0) if self.row["parent_id"] else 0
+        return [t for t in self.turns if t["index"] >= start]
+
+
+def build_tree(root_id: str, rows: list[dict[str, Any]], turns: dict[str, list[dict[str, Any]]]) -> TreeNode | None:
+    nodes = {r["id"]: TreeNode(r, turns.get(r["id"], [])) for r in rows}
+    for node in nodes.values():
+        parent = node.row["parent_id"]
+        if parent in nodes and node.row["id"] != root_id:
+            nodes[parent].children.append(node)
+    for node in nodes.values():
+        node.children.sort(key=lambda n: (n.row["branch_turn"] or 0, n.row["created_at"]))
+    return nodes.get(root_id)
