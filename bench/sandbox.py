@@ -8,7 +8,8 @@ Measures: cold start (open until the agent answers) p50/p99; warm acquire
 from a Pool p50/p99; a trivial exec round trip (`true` through /bin/sh) on a
 warm sandbox p50/p99; the same command as `docker run --rm` per call and as
 `docker exec` through the SDK; execs/s with 16 sandboxes driven concurrently;
-and the most sandboxes it could hold alive at once (each answering an exec).
+and the most sandboxes it could hold alive at once (each answering an exec),
+with the host memory (PSS) an idle sandbox costs.
 Needs the Docker engine and the base image (bash scripts/docker.sh). Prints
 figures only; nothing here asserts a time.
 """
@@ -127,8 +128,38 @@ def throughput(backend: str, concurrency: int, seconds: float) -> float:
     return sum(counts) / elapsed
 
 
-def max_concurrent(backend: str, ceiling: int) -> tuple[int, str]:
-    """Open sandboxes until `ceiling` or the first failure; count those that still answer."""
+def tree_pss_mb(root: int) -> float:
+    """Proportional set size of a process and all its descendants, in MiB."""
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += sum(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return total
+
+
+def sandbox_mem_mb(sb: sandboxes.Sandbox) -> float:
+    """Host memory (PSS) of one sandbox: for Docker its containerd shim, init, agent and children."""
+    if sb.backend == "local":
+        return tree_pss_mb(sb.handle.proc.pid)  # type: ignore[attr-defined]
+    from sandboxes import docker
+
+    init = docker.client().api.inspect_container(sb.id)["State"]["Pid"]
+    with open(f"/proc/{init}/stat") as f:
+        shim = int(f.read().rsplit(")", 1)[1].split()[1])
+    return tree_pss_mb(shim)
+
+
+def max_concurrent(backend: str, ceiling: int) -> tuple[int, str, float]:
+    """Open sandboxes until `ceiling` or the first failure; count those that still answer.
+
+    Also returns the mean host memory (PSS) of a live idle sandbox, from a sample of eight.
+    """
     opened: list[sandboxes.Sandbox] = []
     lock, stop_reason = threading.Lock(), ["reached the ceiling"]
 
@@ -146,9 +177,11 @@ def max_concurrent(backend: str, ceiling: int) -> tuple[int, str]:
     try:
         list(ThreadPoolExecutor(4).map(one, range(ceiling)))
         answering = sum(1 for sb in opened if sb.exec("echo ok").stdout == "ok\n")
+        sample = opened[:: max(1, len(opened) // 8)][:8]
+        per_sandbox = statistics.mean(sandbox_mem_mb(sb) for sb in sample) if sample else 0.0
     finally:
         list(ThreadPoolExecutor(8).map(lambda sb: sb.close(), opened))
-    return answering, stop_reason[0]
+    return answering, stop_reason[0], per_sandbox
 
 
 def main() -> None:
@@ -160,13 +193,14 @@ def main() -> None:
     args = parser.parse_args()
     scale = 0.25 if args.quick else 1.0
 
+    # Latency first, while the engine is quiet (closing containers keeps dockerd busy for a while).
+    warm = percentiles(warm_exec(args.backend, max(50, int(500 * scale))))
+    dexec = percentiles(docker_exec(max(10, int(50 * scale)))) if args.backend == "docker" else (None, None)
+    run = percentiles(docker_run(max(5, int(20 * scale))))
     cold = percentiles(cold_start(args.backend, max(5, int(20 * scale))))
     acquire = percentiles(warm_acquire(args.backend, max(10, int(100 * scale))))
-    warm = percentiles(warm_exec(args.backend, max(50, int(500 * scale))))
-    run = percentiles(docker_run(max(5, int(20 * scale))))
-    dexec = percentiles(docker_exec(max(10, int(50 * scale)))) if args.backend == "docker" else (None, None)
     rate = throughput(args.backend, 16, 5.0 * scale if args.quick else 5.0)
-    most, why = max_concurrent(args.backend, args.max_sandboxes)
+    most, why, mem_mb = max_concurrent(args.backend, args.max_sandboxes)
 
     result = {
         "backend": args.backend,
@@ -184,6 +218,7 @@ def main() -> None:
         "max_concurrent": most,
         "max_concurrent_ceiling": args.max_sandboxes,
         "max_concurrent_stop": why,
+        "host_mem_per_sandbox_mb": round(mem_mb, 1),
     }
     if args.json:
         print(json.dumps(result))

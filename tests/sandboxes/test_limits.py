@@ -40,3 +40,14 @@ def test_unknown_backend_is_rejected() -> None:
 
     with pytest.raises(ValueError, match="choose one of"):
         sandboxes.open("x", backend="vm")  # type: ignore[arg-type]
+
+
+def test_auto_falls_back_to_local_and_says_so(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from sandboxes import backends, docker, local
+
+    if local.unavailable_reason() is not None:
+        pytest.skip(f"local backend unavailable on this machine: {local.unavailable_reason()}")
+    monkeypatch.setattr(docker, "engine_available", lambda: False)
+    with caplog.at_level("WARNING", logger="sandboxes"):
+        assert backends.choose_backend("auto") == "local"
+    assert "chose 'local'" in caplog.text and "weaker" in caplog.text
