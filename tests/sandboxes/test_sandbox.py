@@ -134,3 +134,12 @@ def test_docker_defaults_are_locked_down(docker_sandbox: Sandbox) -> None:
     assert not host.get("Binds") and not info["Mounts"], "a host path is mounted"
     assert info["Config"]["User"] == "1000:1000"
     assert info["Config"]["Labels"]["agentgym.owner_pid"].isdigit()
+
+
+def test_frozen_agent_is_declared_dead(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandboxes import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "EXEC_GRACE_S", 1.0)
+    result = sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)
+    assert result.sandbox_died and "stopped answering" in (result.error or ""), result
+    assert not sandbox.alive
