@@ -18,8 +18,11 @@ from tests.sandboxes.conftest import SMALL, unsupported
 
 def host_addresses() -> list[str]:
     """Every IPv4 address of the host, loopback included."""
-    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
-    return ["127.0.0.1", *[a for a in out if ":" not in a]]
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
+    except FileNotFoundError:
+        out = [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+    return list(dict.fromkeys(["127.0.0.1", *[a for a in out if ":" not in a]]))
 
 
 def test_network_egress_fails(sandbox: Sandbox) -> None:
