@@ -58,6 +58,7 @@ def _templates() -> Any:
     env.filters["short"] = lambda v, n=10: "" if v is None else (str(v) if len(str(v)) <= n else str(v)[:n] + "…")
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     env.filters["seconds"] = lambda v: f"{float(v) * 1000:.1f} ms" if float(v) < 1 else f"{float(v):.2f} s"
+    env.filters["count"] = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")
     env.filters["num"] = lambda v: "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
     return env
 
