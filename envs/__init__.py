@@ -21,3 +21,8 @@ def register_builtin_envs() -> None:
         "envs.sql.env:SqlEnv",
         description="Text-to-SQL with live execution feedback: explore, then submit; execution-match reward.",
     )
+    register(
+        "Tools-v0",
+        "envs.tools.env:ToolsEnv",
+        description="Tool calling (Python functions and MCP servers) on verifiable look-up, arithmetic and date tasks.",
+    )
