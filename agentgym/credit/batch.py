@@ -10,6 +10,7 @@ Shapes: `E` episodes, `T` turns in total, `G` groups, `K` anchor clusters.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -48,7 +49,7 @@ class TurnBatch:
         lengths = np.fromiter((len(ep.turns) for ep in episodes), dtype=np.int64, count=len(episodes))
         starts = np.zeros(len(episodes) + 1, dtype=np.int64)
         np.cumsum(lengths, out=starts[1:])
-        turns = [t for ep in episodes for t in ep.turns]
+        turns = list(chain.from_iterable(ep.turns for ep in episodes))
         return cls(
             episodes=episodes, group=group, group_ids=tuple(codes), starts=starts,
             outcome=np.fromiter((ep.total_reward for ep in episodes), dtype=np.float64, count=len(episodes)),
@@ -184,11 +185,15 @@ def _group_id(ep: Episode) -> str:
 
 
 def _fingerprint_codes(fps: list[Any]) -> np.ndarray:
-    """Batch-wide integer codes of fingerprints; '' and None become -1."""
-    table: dict[Any, int] = {"": -1, None: -1}
+    """Batch-wide integer codes of fingerprints, in first-appearance order; '' and None become -1."""
     try:
-        return np.fromiter((table.setdefault(fp, len(table) - 2) for fp in fps), dtype=np.int64, count=len(fps))
+        table: dict[Any, int] = dict.fromkeys(fps)  # unique keys in order, at C speed
     except TypeError:  # unhashable anchors (lists, arrays, dicts)
-        table = {"": -1, None: -1}
-        keys = (None if fp is None or (isinstance(fp, str) and not fp) else to_hashable(fp) for fp in fps)
-        return np.fromiter((table.setdefault(k, len(table) - 2) for k in keys), dtype=np.int64, count=len(fps))
+        fps = [None if fp is None or (isinstance(fp, str) and not fp) else to_hashable(fp) for fp in fps]
+        table = dict.fromkeys(fps)
+    table.pop("", None)
+    table.pop(None, None)
+    for code, key in enumerate(table):
+        table[key] = code
+    table[""] = table[None] = -1
+    return np.fromiter(map(table.__getitem__, fps), dtype=np.int64, count=len(fps))

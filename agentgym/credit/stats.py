@@ -90,6 +90,8 @@ class BackwardLevels:
         ends = np.cumsum(lengths)
         episode_of = np.repeat(np.arange(len(lengths)), lengths)
         to_end = ends[episode_of] - 1 - np.arange(total)
+        if int(lengths.max()) <= np.iinfo(np.uint16).max:
+            to_end = to_end.astype(np.uint16)  # the stable sort of 16-bit keys is a radix sort
         order = np.argsort(to_end, kind="stable")
         bounds = np.cumsum(np.bincount(to_end))
         return cls(levels=tuple(np.split(order, bounds[:-1])))

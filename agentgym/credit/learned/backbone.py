@@ -1,0 +1,100 @@
+"""Shared plumbing of the learned credit models: backbone loading, token packing, hidden states.
+
+An episode's token sequence is the concatenation, turn by turn, of `Turn.prompt_ids` (the
+context tokens new this turn) and `Turn.action_ids` (the sampled tokens), exactly as recorded by
+the collector; nothing is re-tokenized. Requires the `train` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.credit.errors import CreditInputError
+from agentgym.errors import require
+from agentgym.trajectory import Episode
+
+torch = require("torch", extra="train", what="agentgym.credit.learned")
+
+
+def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
+    """A causal LM from a local directory / hub name (through `agentgym.models.load_model`) or as given."""
+    if isinstance(backbone, (str, os.PathLike)):
+        from agentgym.models import load_model
+
+        model, _ = load_model(backbone, dtype=dtype, device=device)
+        return model
+    if device is not None:
+        backbone.to(device)
+    return backbone
+
+
+@dataclass(frozen=True)
+class Packed:
+    """One episode's token sequence and where its turns and action tokens sit in it."""
+
+    ids: list[int]  #: the full sequence
+    turn_ends: list[int]  #: per turn, the position of its last token
+    action_pos: list[list[int]]  #: per turn, the positions of its action tokens
+
+
+def pack_episode(ep: Episode, max_tokens: int) -> Packed:
+    """Concatenate prompt and action ids turn by turn (raises if a turn has no tokens or it is too long)."""
+    ids: list[int] = []
+    ends, actions = [], []
+    for turn in ep.turns:
+        ids.extend(turn.prompt_ids)
+        start = len(ids)
+        ids.extend(turn.action_ids)
+        if not ids:
+            raise CreditInputError(f"episode {ep.id} turn {turn.index} has no prompt_ids or action_ids; the "
+                                   "learned credit models read the recorded token ids of every turn.")
+        ends.append(len(ids) - 1)
+        actions.append(list(range(start, len(ids))))
+    if len(ids) > max_tokens:
+        raise CreditInputError(f"episode {ep.id} has {len(ids)} tokens, more than max_tokens={max_tokens}; raise "
+                               "max_tokens or drop over-long episodes before the update.")
+    return Packed(ids, ends, actions)
+
+
+def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tuple[Any, Any]:
+    """Last hidden states [B, L, H] of right-padded sequences, and the device they are on."""
+    device = next(model.parameters()).device
+    width = max((len(p.ids) for p in packed), default=1)
+    ids = torch.full((len(packed), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(packed), width), dtype=torch.long, device=device)
+    for row, p in enumerate(packed):
+        ids[row, : len(p.ids)] = torch.tensor(p.ids, dtype=torch.long, device=device)
+        mask[row, : len(p.ids)] = 1
+    out = model.base_model(input_ids=ids, attention_mask=mask)
+    return out.last_hidden_state, device
+
+
+def gather_rows(hidden: Any, positions: Sequence[Sequence[int]]) -> Any:
+    """hidden[b, positions[b]] for every row b, concatenated: [sum of lengths, H]."""
+    rows = [hidden[b, torch.as_tensor(pos, dtype=torch.long, device=hidden.device)]
+            for b, pos in enumerate(positions)]
+    return torch.cat(rows) if rows else hidden.new_zeros((0, hidden.shape[-1]))
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one `update(batch)` did."""
+
+    loss: float  #: the objective before the step
+    grad_norm: float  #: gradient norm before clipping
+    n_examples: int  #: episodes (SPA) or pairs (OPRL) used
+    skipped: bool = False  #: no step was taken (no usable data)
+    step: int = 0  #: optimizer steps taken so far
+    lr: float = 0.0  #: learning rate used for this step
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Linear warm-up multiplier for optimizer step `step` (1-based)."""
+    return 1.0 if warmup_steps <= 0 else min(1.0, step / warmup_steps)
+
+
+def make_optimizer(params: Any, lr: float, weight_decay: float) -> Any:
+    return torch.optim.AdamW([p for p in params if p.requires_grad], lr=lr, weight_decay=weight_decay)
