@@ -1,0 +1,222 @@
+"""The public interface: registry, input validation, token broadcast, estimator options."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from agentgym import Episode, Turn
+from agentgym.credit import (
+    ESTIMATORS,
+    CreditInputError,
+    CreditParamError,
+    TurnBatch,
+    UnknownEstimatorError,
+    compute_advantages,
+    compute_credit,
+    flat_token_advantages,
+    token_advantages,
+)
+
+
+def ep(group="g", rewards=(0.0, 1.0), fps=None, invalid=(), **kw) -> Episode:
+    fps = fps or [f"s{i}" for i in range(len(rewards))]
+    turns = [Turn(index=i, reward=float(r), state_fingerprint=fps[i],
+                  info={"error_kind": "malformed_action"} if i in invalid else {})
+             for i, r in enumerate(rewards)]
+    return Episode(group_id=group, turns=turns, **kw).finish()
+
+
+def test_estimators_lists_every_method():
+    assert {"grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace", "dr_grpo"} <= set(ESTIMATORS)
+    assert ESTIMATORS["gae"].uses_critic and not ESTIMATORS["gae"].group_relative
+    assert ESTIMATORS["gigpo"].params["omega"] == 1.0 and ESTIMATORS["gigpo"].params["gamma"] == 0.95
+
+
+def test_unknown_estimator_suggests_the_closest_name():
+    with pytest.raises(UnknownEstimatorError, match="Did you mean: gigpo"):
+        compute_advantages("gipgo", [ep()])
+    with pytest.raises(KeyError):
+        compute_advantages("nope", [ep()])
+
+
+def test_unknown_parameter_is_rejected_with_suggestions():
+    with pytest.raises(CreditParamError, match="no parameter 'omgea'.*Did you mean: omega"):
+        compute_advantages("gigpo", [ep()], omgea=2.0)
+    with pytest.raises(CreditParamError, match="gamma=1.5"):
+        compute_advantages("gigpo", [ep()], gamma=1.5)
+    with pytest.raises(CreditParamError, match="norm='l2'"):
+        compute_advantages("gigpo", [ep()], norm="l2")
+
+
+@pytest.mark.parametrize("name, episodes, what", [
+    ("gigpo", [ep(fps=["", "s1"])], "no state_fingerprint"),
+    ("gae", [ep()], "needs `values`"),
+    ("spa", [ep()], "needs `contributions`"),
+    ("oprl", [ep()], "needs `step_rewards`"),
+    ("trace", [ep(), ep()], "needs a rollout tree"),
+])
+def test_missing_inputs_say_what_is_missing(name, episodes, what):
+    with pytest.raises(CreditInputError, match=what):
+        compute_advantages(name, episodes)
+
+
+def test_missing_group_id_and_bad_shapes_are_rejected():
+    with pytest.raises(CreditInputError, match="no group_id"):
+        compute_advantages("grpo", [ep(group="")])
+    with pytest.raises(CreditInputError, match="has 1 values but the episode has 2 turns"):
+        compute_advantages("gae", [ep()], values=[[0.0]])
+    with pytest.raises(CreditInputError, match="2 rows but the batch has 1 episodes"):
+        compute_advantages("gae", [ep()], values=[[0.0, 0.0], [0.0]])
+    with pytest.raises(CreditInputError, match="non-finite"):
+        compute_advantages("gae", [ep()], values=np.array([0.0, np.nan]))
+    with pytest.raises(CreditInputError, match="3 values but the batch has 2 turns"):
+        compute_advantages("gae", [ep()], values=np.zeros(3))
+
+
+def test_tree_errors_name_the_broken_link():
+    orphan = ep(parent_id="missing", branch_turn=1)
+    with pytest.raises(CreditInputError, match="not in the batch"):
+        compute_advantages("trace", [ep(), orphan])
+    root = ep(id="r")
+    with pytest.raises(CreditInputError, match="no branch_turn"):
+        compute_advantages("trace", [root, ep(parent_id="r")])
+    with pytest.raises(CreditInputError, match="branch_turn must be in"):
+        compute_advantages("trace", [root, ep(parent_id="r", branch_turn=5)])
+    with pytest.raises(CreditInputError, match="inside one group"):
+        compute_advantages("trace", [root, ep(group="h", parent_id="r", branch_turn=1)])
+    a, b = ep(id="a", parent_id="b", branch_turn=1), ep(id="b", parent_id="a", branch_turn=1)
+    with pytest.raises(CreditInputError, match="cycle"):
+        compute_advantages("trace", [a, b])
+
+
+def test_trace_without_tree_degrades_to_dr_grpo_when_allowed():
+    eps = [ep(rewards=(0, 1)), ep(rewards=(0, 0)), ep(rewards=(0, 0, 1))]
+    assert np.allclose(np.concatenate([np.asarray(a) for a in compute_advantages("trace", eps, require_tree=False)]),
+                       np.concatenate([np.asarray(a) for a in compute_advantages("dr_grpo", eps)]))
+
+
+def test_import_does_not_load_torch():
+    code = "import sys, agentgym.credit; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_prebuilt_batch_is_reusable_across_estimators():
+    eps = [ep(rewards=(0, 1)), ep(rewards=(0, 0))]
+    batch = TurnBatch.from_episodes(eps)
+    assert compute_advantages("grpo", batch) == compute_advantages("grpo", eps)
+    assert compute_advantages("gigpo", batch) == compute_advantages("gigpo", eps)
+
+
+def test_zero_length_episode_gets_an_empty_row_but_counts_in_its_group():
+    eps = [ep(rewards=(1.0,)), Episode(group_id="g", total_reward=0.0)]
+    adv = compute_advantages("grpo", eps)
+    assert adv[1] == [] and adv[0][0] == pytest.approx(1 / (np.std([1, 0], ddof=1) + 1e-6) * 0.5)
+
+
+def test_singleton_modes():
+    lone = [ep(rewards=(0, 2))]
+    assert compute_advantages("grpo", lone) == [[0.0, 0.0]]
+    assert compute_advantages("grpo", lone, singleton="raw") == [[2.0, 2.0]]
+    assert compute_advantages("rloo", lone) == [[0.0, 0.0]]
+
+
+# ---- gigpo options ------------------------------------------------------------------------------
+def test_gigpo_invalid_penalty_applies_per_row_after_discounting():
+    a = ep(rewards=(0, 1), fps=["A", "B"], invalid=(0,))
+    b = ep(rewards=(0, 1), fps=["A", "B"])
+    res = compute_credit("gigpo", [a, b], norm="mean", invalid_penalty=0.1, gamma=1.0)
+    # G: a = [1 - 0.1, 1], b = [1, 1]; cluster A = {0.9, 1.0}
+    assert np.allclose(res.step_part, [-0.05, 0.0, 0.05, 0.0])
+    # trajectory scores: a = 1 - 0.1 * 1/2 = 0.95, b = 1 -> mean 0.975; row S of a's turn 0 = 0.9
+    assert np.allclose(res.episode_part, [0.9 - 0.975, 1 - 0.975, 1 - 0.975, 1 - 0.975])
+    off = compute_credit("gigpo", [a, b], invalid_penalty=0.0)
+    assert np.allclose(off.advantages, 0.0)
+
+
+def test_gigpo_groups_never_share_clusters():
+    eps = [ep("g1", (0, 1), ["A", "B"]), ep("g2", (0, 0), ["A", "B"])]
+    res = compute_credit("gigpo", eps)
+    assert np.allclose(res.step_part, 0.0)  # each cluster is a singleton inside its group
+
+
+def test_gigpo_missing_fingerprint_singleton_mode():
+    eps = [ep(rewards=(0, 1), fps=["", "B"]), ep(rewards=(0, 0), fps=["", "B"])]
+    res = compute_credit("gigpo", eps, missing_fingerprint="singleton", norm="mean", gamma=1.0)
+    assert res.step_part[0] == 0.0 and res.step_part[2] == 0.0
+    assert np.allclose(res.step_part[[1, 3]], [0.5, -0.5])
+
+
+def test_gigpo_similarity_mode_clusters_near_identical_text():
+    def tep(rewards, texts):
+        return Episode(group_id="g", turns=[Turn(index=i, observation=o, reward=r)
+                                            for i, (o, r) in enumerate(zip(texts, rewards))]).finish()
+
+    room = "You are in a kitchen. You see a fridge, a table and a red apple on the counter."
+    eps = [tep((0, 1), [room, "done"]), tep((0, 0), [room.replace("red", "ted"), "other place entirely"])]
+    res = compute_credit("gigpo", eps, anchor="similarity", norm="mean", gamma=1.0)
+    assert np.allclose(res.step_part, [0.5, 0.0, -0.5, 0.0])
+    strict = compute_credit("gigpo", eps, anchor="similarity", similarity_threshold=1.0, norm="mean")
+    assert np.allclose(strict.step_part, 0.0)
+
+
+def test_gigpo_unhashable_anchor_values_are_made_hashable():
+    eps = [ep(rewards=(0, 1)), ep(rewards=(0, 0))]
+    for e in eps:
+        e.turns[0].state_fingerprint = {"cell": [1, 2]}
+    res = compute_credit("gigpo", eps, norm="mean", gamma=1.0)
+    assert np.allclose(res.step_part[[0, 2]], [0.5, -0.5])
+
+
+# ---- gae / spa options --------------------------------------------------------------------------
+def test_gae_outcome_rewards_and_bootstrap():
+    e = Episode(group_id="g", total_reward=2.0, turns=[Turn(index=0), Turn(index=1)])
+    res = compute_credit("gae", [e], values=[[0.0, 0.0]], reward_source="outcome")
+    assert np.allclose(res.advantages, [2.0, 2.0])
+    boot = compute_credit("gae", [e], values=[[0.0, 0.0]], bootstrap=[1.0], gamma=0.5, lam=1.0)
+    assert np.allclose(boot.advantages, [0.25, 0.5])
+
+
+def test_spa_reference_quirks_are_flags():
+    e = Episode(group_id="g", total_reward=1.0, turns=[Turn(index=i) for i in range(3)])
+    res = compute_credit("spa", [e], contributions=[[0.2, 0.5, 0.4]], values=[[0, 0, 0]], beta=0.0,
+                         horizon_scale=True)
+    assert np.allclose(res.turn_rewards, [0.4, 0.5, 0.0])
+    others = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0)]) for r in (0.0, 0.0)]
+    loo = compute_credit("spa", [e, *others], values=np.zeros(5), beta=0.0, loo_baseline=True)
+    assert np.allclose(loo.turn_rewards[:3], 1.0) and np.allclose(loo.turn_rewards[3:], -0.5)
+
+
+# ---- token broadcast ----------------------------------------------------------------------------
+def test_token_advantages_follow_the_loss_mask():
+    e = Episode(group_id="g", total_reward=1.0, turns=[
+        Turn(index=0, action_ids=[5, 6, 7], loss_mask=[1, 0, 1]), Turn(index=1, action_ids=[8, 9])])
+    tokens = token_advantages([e], [[2.0, -1.0]])
+    assert tokens == [[[2.0, 0.0, 2.0], [-1.0, -1.0]]]
+    flat = flat_token_advantages([e], [[2.0, -1.0]])
+    assert flat.mask.tolist() == [1, 0, 1, 1, 1] and flat.turn_offsets.tolist() == [0, 3, 5]
+    with pytest.raises(CreditInputError, match="one advantage per turn"):
+        token_advantages([e], [[1.0]])
+    e.turns[1].loss_mask = [1]
+    with pytest.raises(CreditInputError, match="one mask entry per token"):
+        token_advantages([e], [[1.0, 1.0]])
+
+
+def test_token_advantages_drop_untrained_tree_copies():
+    root = Episode(id="r", group_id="g", total_reward=1.0,
+                   turns=[Turn(index=i, action_ids=[1, 2]) for i in range(2)])
+    child = Episode(id="c", group_id="g", total_reward=0.0, parent_id="r", branch_turn=1,
+                    turns=[Turn(index=i, action_ids=[1, 2]) for i in range(2)])  # turn 0 is a copy
+    result = compute_credit("trace", [root, child])
+    assert result.trained.tolist() == [True, True, False, True]
+    tokens = flat_token_advantages([root, child], result)
+    assert tokens.mask.tolist() == [1, 1, 1, 1, 0, 0, 1, 1]
+
+
+def test_write_to_fills_turn_advantage():
+    eps = [ep(rewards=(1.0,)), ep(rewards=(0.0,))]
+    compute_credit("dr_grpo", eps).write_to()
+    assert [e.turns[0].advantage for e in eps] == [0.5, -0.5]
