@@ -31,7 +31,10 @@ TOOLS = {"execute_sql": EXECUTE_TOOL, "submit": SUBMIT_TOOL}
 
 _FENCE = re.compile(r"```[ \t]*(?:sql|sqlite|postgresql|postgres)?[ \t]*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 _SUBMIT = re.compile(r"^[ \t]*submit[ \t]*:", re.IGNORECASE | re.MULTILINE)
-_SQL_START = re.compile(r"^\s*\(*\s*(select|with|values|explain|pragma|show|table)\b", re.IGNORECASE)
+#: Replies starting with one of these are taken as SQL (writes too, so the model hears why they are refused).
+_SQL_START = re.compile(r"^\s*\(*\s*(select|with|values|explain|pragma|show|table|insert|update|delete|replace|"
+                        r"merge|drop|create|alter|truncate|attach|detach|vacuum|reindex|analyze|begin|commit|"
+                        r"rollback|savepoint|release|set|reset|copy|grant|revoke|call|do)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

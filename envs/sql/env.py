@@ -152,9 +152,11 @@ class SqlEnv(AgentEnv):
                                        f"{self.max_action_chars:,}", kind="action_too_long",
                                        hint="send one short query per turn")
         cleaned, replaced = _SURROGATE.subn("\ufffd", action)
-        if replaced:
-            info["replaced_surrogates"] = replaced
-        return parse_sql_action(cleaned, bare_sql=self.bare_sql)
+        parsed = parse_sql_action(cleaned, bare_sql=self.bare_sql)
+        query, in_json = _SURROGATE.subn("\ufffd", parsed.query)  # JSON "\\ud800" escapes decode to surrogates
+        if replaced or in_json:
+            info["replaced_surrogates"] = replaced + in_json
+        return replace(parsed, query=query)
 
     def _explore(self, parsed: SqlAction, info: dict[str, Any]):
         try:
