@@ -129,12 +129,17 @@ def tree_values(batch: TurnBatch, tree: RolloutTree) -> tuple[list[dict[int, flo
     for e in reversed(_topological(tree.parent)):  # children before parents
         cont = float(batch.outcome[e])
         for k in sorted(tree.points[e], reverse=True):
-            kids = tree.points[e][k]
-            cont = (cont + sum(start_v[c] for c in kids)) / (1 + len(kids))
+            cont = _mean([cont, *(start_v[c] for c in tree.points[e][k])])
             node_v[e][k] = cont
         start_v[e] = cont
-    root_v = {g: float(np.mean([start_v[e] for e in kids])) for g, kids in tree.root_children.items()}
+    root_v = {g: _mean([start_v[e] for e in kids]) for g, kids in tree.root_children.items()}
     return node_v, root_v, start_v
+
+
+def _mean(values: list[float]) -> float:
+    """Mean centred on the first value, so equal values give exactly that value."""
+    ref = values[0]
+    return ref + sum(v - ref for v in values) / len(values)
 
 
 @register_estimator("trace", summary="tree advantages A = V(child node) - V(parent node) per segment",

@@ -1,0 +1,115 @@
+"""SPA's progress estimator, OPRL's implicit PRM and TRACE's LM predictor on the tiny local model.
+
+The data is labelled synthetic (`synthetic_token_episodes`): random token ids, successful episodes
+carry a marker token. Few steps, tiny model: these check the direction of learning, not quality.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentgym.credit import TraceAllocator, compute_credit  # noqa: E402
+from agentgym.credit.errors import CreditInputError  # noqa: E402
+from agentgym.credit.learned import (  # noqa: E402
+    ImplicitPRM,
+    LMSuccessPredictor,
+    ProgressEstimator,
+    synthetic_token_episodes,
+)
+from agentgym.credit.trace_predict import Prefix  # noqa: E402
+from agentgym.models import TinyModelSpec, tiny_model_dir  # noqa: E402
+
+SPEC = TinyModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    return tiny_model_dir(SPEC)
+
+
+def outcome_gap(estimator, episodes):
+    sums = [sum(c) for c in estimator.predict(episodes)]
+    return float(np.mean([(ep.total_reward - s) ** 2 for ep, s in zip(episodes, sums)]))
+
+
+def test_spa_contributions_sum_towards_the_outcome(model_dir):
+    episodes = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=3, seed=1)
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, micro_batch_size=4)
+    before = outcome_gap(spa, episodes)
+    assert before == pytest.approx(0.5)  # untrained head: every c_t = 0
+    stats = [spa.update(episodes) for _ in range(12)]
+    after = outcome_gap(spa, episodes)
+    assert after < 0.25 * before
+    assert stats[-1].step == 12 and not stats[-1].skipped and stats[0].loss == pytest.approx(before, abs=1e-5)
+    contributions = spa.predict(episodes)
+    assert [len(c) for c in contributions] == [len(ep.turns) for ep in episodes]
+    result = compute_credit("spa", episodes, contributions=contributions,
+                            values=[[0.0] * len(ep.turns) for ep in episodes])
+    assert np.all(np.isfinite(result.advantages)) and result.returns is not None
+
+
+def test_spa_state_dict_round_trip_and_warmup(model_dir):
+    episodes = synthetic_token_episodes(n_groups=1, group_size=2, n_turns=2, seed=2)
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=4)
+    assert spa.update(episodes).lr == pytest.approx(1e-3 / 4)
+    spa.update(episodes)
+    fresh = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=4)
+    fresh.load_state_dict(spa.state_dict())
+    assert np.allclose(fresh.predict(episodes), spa.predict(episodes), atol=1e-6)
+    assert fresh.step == 2
+    assert spa.update([]).skipped
+
+
+def fill_old_logprobs(prm, episodes):
+    for ep, rows in zip(episodes, prm.logprobs(episodes)):
+        for turn, lp in zip(ep.turns, rows):
+            turn.action_logprobs = lp
+
+
+def test_oprl_prm_update_prefers_the_better_trajectory_of_each_pair(model_dir):
+    episodes = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=2, seed=3)
+    prm = ImplicitPRM(model_dir, beta=0.1, lr=1e-2)
+    fill_old_logprobs(prm, episodes)  # phi = old policy: every implicit step reward starts at 0
+    assert np.allclose(np.concatenate(prm.step_rewards(episodes)), 0.0, atol=1e-5)
+    pairs = prm.pairs(episodes)
+    assert pairs and all(episodes[i].total_reward > episodes[j].total_reward for i, j in pairs)
+    assert all(episodes[i].group_id == episodes[j].group_id for i, j in pairs)
+    stats = prm.update(episodes, steps=3)
+    assert stats.loss == pytest.approx(np.log(2), abs=1e-4) and stats.step == 3
+    rewards = prm.step_rewards(episodes)
+    for i, j in pairs:
+        assert sum(rewards[i]) > sum(rewards[j])
+    result = compute_credit("oprl", episodes, step_rewards=rewards)
+    assert np.all(np.isfinite(result.advantages))
+
+
+def test_oprl_skips_without_pairs_and_checks_logprobs(model_dir):
+    episodes = synthetic_token_episodes(n_groups=1, group_size=2, n_turns=1, seed=4)
+    prm = ImplicitPRM(model_dir, beta=0.1, lr=1e-3)
+    for ep in episodes:
+        ep.total_reward = 1.0
+    assert prm.update(episodes).skipped  # all-equal outcomes: no preference pairs
+    with pytest.raises(CreditInputError, match="action_logprobs"):
+        prm.step_rewards(episodes)
+    fill_old_logprobs(prm, episodes)
+    fresh = ImplicitPRM(model_dir, beta=0.1, lr=1e-3)
+    fresh.load_state_dict(prm.state_dict())
+    assert np.allclose(np.concatenate(fresh.step_rewards(episodes)), np.concatenate(prm.step_rewards(episodes)))
+
+
+def test_lm_success_predictor_learns_from_finished_leaves(model_dir):
+    episodes = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=2, seed=5)
+    predictor = LMSuccessPredictor(model_dir, lr=5e-3)
+    allocator = TraceAllocator(predictor=predictor, warmup=0)
+    good = Prefix("task0", tuple(episodes[0].turns), None)
+    bad = Prefix("task0", tuple(episodes[1].turns), None)
+    assert np.allclose(predictor.predict([good, bad]), 0.5)
+    losses = [allocator.observe(episodes).loss for _ in range(8)]
+    assert losses[-1] < losses[0]
+    p_good, p_bad = predictor.predict([good, bad])
+    assert p_good > p_bad
+    assert all(r.k == 2 for r in allocator.plan(episodes, budget=4))
