@@ -83,11 +83,12 @@ def time_estimators(episodes: list[Episode], repeats: int, progress: Progress) -
     for _ in range(repeats):
         samples.setdefault("batch_ms", []).append(_ms(lambda: TurnBatch.from_episodes(episodes)))
         for name in names:
+            kwargs = inputs[name]
             samples.setdefault(f"{name}_ms", []).append(
-                _ms(lambda: compute_advantages(name, episodes, **inputs[name])))
+                _ms(lambda n=name, kw=kwargs: compute_advantages(n, episodes, **kw)))
             batch = TurnBatch.from_episodes(episodes)
             samples.setdefault(f"{name}_core_ms", []).append(
-                _ms(lambda: compute_credit(name, batch, **inputs[name])))
+                _ms(lambda n=name, b=batch, kw=kwargs: compute_credit(n, b, **kw)))
         progress.advance(task)
     return {k: statistics.median(v) for k, v in samples.items()}
 
@@ -111,7 +112,9 @@ def time_learned(repeats: int) -> dict[str, float | None]:
     batch = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=4, seed=0)
     spa = ProgressEstimator(path, lr=1e-4, warmup_steps=0)
     prm = ImplicitPRM(path, beta=0.05, lr=1e-4)
-    prm.fill_old_logprobs(batch)
+    for ep, rows in zip(batch, prm.logprobs(batch), strict=True):  # the PRM starts as the old policy
+        for turn, lp in zip(ep.turns, rows, strict=True):
+            turn.action_logprobs = lp
     spa.update(batch), prm.update(batch)  # warm-up (allocations, lazy init)
     spa_ms = statistics.median(_ms(lambda: spa.update(batch)) for _ in range(repeats))
     prm_ms = statistics.median(_ms(lambda: prm.update(batch)) for _ in range(repeats))

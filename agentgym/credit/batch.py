@@ -10,9 +10,9 @@ Shapes: `E` episodes, `T` turns in total, `G` groups, `K` anchor clusters.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -113,7 +113,7 @@ class TurnBatch:
         """A flat [T] array as one list per episode."""
         values = np.asarray(flat, dtype=np.float64).tolist()
         bounds = self.starts.tolist()
-        return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return [values[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def per_turn(self, data: PerTurn | None, *, name: str, estimator: str, fix: str) -> np.ndarray:
         """Validate and flatten a per-turn input (`[T]` flat array or one sequence per episode)."""
@@ -138,7 +138,7 @@ class TurnBatch:
         if len(data) != self.n_episodes:
             raise CreditInputError(f"`{name}` has {len(data)} rows but the batch has {self.n_episodes} episodes; "
                                    "give one sequence per episode, in batch order.")
-        for e, (row, n) in enumerate(zip(data, self.lengths.tolist())):
+        for e, (row, n) in enumerate(zip(data, self.lengths.tolist(), strict=True)):
             if len(row) != n:
                 raise CreditInputError(f"`{name}` row {e} (episode {self.episodes[e].id}) has {len(row)} values "
                                        f"but the episode has {n} turns; give one value per turn.")

@@ -55,7 +55,7 @@ def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.n
     n = 0
     groups = batch.group_of_turn.tolist()
     texts = (t.observation for ep in batch.episodes for t in ep.turns)
-    for row, (g, text) in enumerate(zip(groups, texts)):
+    for row, (g, text) in enumerate(zip(groups, texts, strict=True)):
         members = heads.setdefault(g, [])
         for head, code in members:
             m = difflib.SequenceMatcher(None, head, text)

@@ -28,7 +28,7 @@ class TokenAdvantages:
     def per_turn(self) -> list[list[float]]:
         """One list of token advantages per flat turn."""
         vals, bounds = self.values.tolist(), self.turn_offsets.tolist()
-        return [vals[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return [vals[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _flat_turn_advantages(episodes: Sequence[Episode], advantages: CreditResult | Sequence[Sequence[float]],
@@ -38,7 +38,7 @@ def _flat_turn_advantages(episodes: Sequence[Episode], advantages: CreditResult 
     if len(advantages) != len(episodes):
         raise CreditInputError(f"got advantages for {len(advantages)} episodes but {len(episodes)} episodes; "
                                "pass the output of compute_advantages for these episodes.")
-    for ep, row in zip(episodes, advantages):
+    for ep, row in zip(episodes, advantages, strict=True):
         if len(row) != len(ep.turns):
             raise CreditInputError(f"episode {ep.id} has {len(ep.turns)} turns but {len(row)} advantages; "
                                    "give one advantage per turn.")
@@ -58,7 +58,7 @@ def flat_token_advantages(episodes: Sequence[Episode], advantages: CreditResult 
     offsets = np.zeros(len(turns) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     mask = np.ones(int(offsets[-1]), dtype=np.int8)
-    for t, start in zip(turns, offsets[:-1].tolist()):
+    for t, start in zip(turns, offsets[:-1].tolist(), strict=True):
         if t.loss_mask is not None:
             mask[start:start + len(t.loss_mask)] = t.loss_mask
     if trained is not None:

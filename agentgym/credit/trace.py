@@ -50,8 +50,8 @@ class RolloutTree:
         index = {ep.id: i for i, ep in enumerate(eps)}
         parent = [_parent_index(ep, index, eps, batch) for ep in eps]
         bt = [(ep.branch_turn or 0) if ep.parent_id else 0 for ep in eps]
-        copied = [_copied_turns(ep, k, prefix_in_children) if p != ROOT else 0 for ep, k, p in zip(eps, bt, parent)]
-        own = [len(ep.turns) - c for ep, c in zip(eps, copied)]
+        copied = [_copied_turns(ep, k, prefix_in_children) if p != ROOT else 0 for ep, k, p in zip(eps, bt, parent, strict=True)]
+        own = [len(ep.turns) - c for ep, c in zip(eps, copied, strict=True)]
         tree = cls(parent=parent, branch_turn=bt, n_copied=copied, own=own, points=[{} for _ in eps])
         for e in _topological(parent):
             p = parent[e]

@@ -131,7 +131,7 @@ class PrefixPredictor:
         p = _sigmoid(self._logits(feats))
         loss = float(np.mean(-labels * np.log(p + 1e-12) - (1 - labels) * np.log(1 - p + 1e-12)))
         for _ in range(epochs):
-            for f, y in zip(feats, labels.tolist()):
+            for f, y in zip(feats, labels.tolist(), strict=True):
                 err = _sigmoid(self.bias + self.weights[f].sum()) - y
                 step = self.lr / math.sqrt(len(f) + 1)
                 self.weights[f] -= step * (err + self.l2 * self.weights[f])

@@ -65,7 +65,7 @@ class ImplicitPRM:
     def _token_logprobs(self, episodes: Sequence[Episode]) -> list[list[Any]]:
         """Per episode, per turn, a tensor of lp_phi over the turn's action tokens (with gradient)."""
         packed = [pack_episode(ep, self.max_tokens) for ep in episodes]
-        for ep, p in zip(episodes, packed):
+        for ep, p in zip(episodes, packed, strict=True):
             if p.action_pos and p.action_pos[0][:1] == [0]:
                 raise CreditInputError(f"episode {ep.id} starts with an action token and no prompt_ids; the "
                                        "first token has no context to score it from. Record the prompt ids.")
@@ -98,9 +98,9 @@ class ImplicitPRM:
     def _turn_diffs(self, episodes: Sequence[Episode]) -> list[Any]:
         """Per episode a tensor [T_i] of sum_j (lp_phi - lp_old) (or its per-token mean)."""
         out = []
-        for ep, row in zip(episodes, self._token_logprobs(episodes)):
+        for ep, row in zip(episodes, self._token_logprobs(episodes), strict=True):
             diffs = []
-            for lp, old in zip(row, old_logprobs(ep)):
+            for lp, old in zip(row, old_logprobs(ep), strict=True):
                 d = (lp - torch.tensor(old, dtype=lp.dtype, device=lp.device)).sum()
                 diffs.append(d / max(len(old), 1) if self.per_token_mean else d)
             out.append(torch.stack(diffs) if diffs else torch.zeros(0, device=self.lm_head.weight.device))

@@ -153,7 +153,7 @@ def test_gigpo_missing_fingerprint_singleton_mode():
 def test_gigpo_similarity_mode_clusters_near_identical_text():
     def tep(rewards, texts):
         return Episode(group_id="g", turns=[Turn(index=i, observation=o, reward=r)
-                                            for i, (o, r) in enumerate(zip(texts, rewards))]).finish()
+                                            for i, (o, r) in enumerate(zip(texts, rewards, strict=True))]).finish()
 
     room = "You are in a kitchen. You see a fridge, a table and a red apple on the counter."
     eps = [tep((0, 1), [room, "done"]), tep((0, 0), [room.replace("red", "ted"), "other place entirely"])]

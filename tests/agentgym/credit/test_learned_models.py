@@ -33,7 +33,7 @@ def model_dir():
 
 def outcome_gap(estimator, episodes):
     sums = [sum(c) for c in estimator.predict(episodes)]
-    return float(np.mean([(ep.total_reward - s) ** 2 for ep, s in zip(episodes, sums)]))
+    return float(np.mean([(ep.total_reward - s) ** 2 for ep, s in zip(episodes, sums, strict=True)]))
 
 
 def test_spa_contributions_sum_towards_the_outcome(model_dir):
@@ -65,8 +65,8 @@ def test_spa_state_dict_round_trip_and_warmup(model_dir):
 
 
 def fill_old_logprobs(prm, episodes):
-    for ep, rows in zip(episodes, prm.logprobs(episodes)):
-        for turn, lp in zip(ep.turns, rows):
+    for ep, rows in zip(episodes, prm.logprobs(episodes), strict=True):
+        for turn, lp in zip(ep.turns, rows, strict=True):
             turn.action_logprobs = lp
 
 

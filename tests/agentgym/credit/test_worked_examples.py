@@ -29,7 +29,7 @@ def gigpo_group() -> list[Episode]:
     """Example B's trajectories: anchors per turn, reward 1 on success at the final step."""
     spec = [("AB", [0, 1]), ("ACB", [0, 0, 1]), ("ACE", [0, 0, 0]), ("AD", [0, 0])]
     return [Episode(group_id="g", turns=[Turn(index=i, state_fingerprint=a, reward=float(r))
-                                         for i, (a, r) in enumerate(zip(anchors, rewards))]).finish()
+                                         for i, (a, r) in enumerate(zip(anchors, rewards, strict=True))]).finish()
             for anchors, rewards in spec]
 
 
@@ -123,7 +123,7 @@ def trace_tree() -> list[Episode]:
 
 
 def test_trace_tree_advantages():
-    adv = dict(zip(["t1", "t2", "t3", "t4", "c1", "c2"], compute_advantages("trace", trace_tree())))
+    adv = dict(zip(["t1", "t2", "t3", "t4", "c1", "c2"], compute_advantages("trace", trace_tree()), strict=True))
     third = 1 / 3
     assert close(adv["t1"], [2 * third] * 3)
     assert close(adv["t2"], [0.0, -third, -third])  # turn 1 is root -> u, later turns u -> leaf
