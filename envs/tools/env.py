@@ -146,9 +146,9 @@ class ToolsEnv(AgentEnv):
                                        f"{self.max_action_chars:,}", kind="action_too_long",
                                        hint="send short tool calls")
         action, replaced = _SURROGATE.subn("\ufffd", action)
-        if replaced:
-            info["replaced_surrogates"] = replaced
-        calls = parse_tool_calls(action)
+        calls, in_json = _clean_calls(parse_tool_calls(action))  # JSON "\\ud800" escapes decode to surrogates
+        if replaced or in_json:
+            info["replaced_surrogates"] = replaced + in_json
         if not calls:
             marker = _MARKER.search(action)
             if marker:
@@ -250,8 +250,37 @@ class ToolsEnv(AgentEnv):
 
 
 def _response(name: str, *, content: str | None = None, error: str | None = None) -> str:
-    body = {"name": name, "content": content} if error is None else {"name": name, "error": error}
+    """A Hermes-style ``<tool_response>`` block; JSON results are embedded as JSON, not as an escaped string."""
+    value: Any = content
+    if content is not None and content[:1] in "{[":
+        try:
+            value = json.loads(content)
+        except json.JSONDecodeError:
+            value = content
+    body = {"name": name, "content": value} if error is None else {"name": name, "error": error}
     return "<tool_response>\n" + json.dumps(body, ensure_ascii=False) + "\n</tool_response>"
+
+
+def _clean(value: Any) -> tuple[Any, int]:
+    """`value` with lone surrogates in every string replaced by U+FFFD, and how many were replaced."""
+    if isinstance(value, str):
+        return _SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        pairs = [_clean(v) for v in value]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    if isinstance(value, dict):
+        pairs = {_clean(k)[0]: _clean(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, sum(n for _, n in pairs.values())
+    return value, 0
+
+
+def _clean_calls(calls: list[ToolCall]) -> tuple[list[ToolCall], int]:
+    cleaned, total = [], 0
+    for call in calls:
+        arguments, count = _clean(call.arguments)
+        cleaned.append(replace(call, arguments=arguments) if count else call)
+        total += count
+    return cleaned, total
 
 
 def _call_text(name: str, arguments: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import shutil
 import sys
@@ -83,6 +84,7 @@ class McpServer:
     def __init__(self, spec: McpServerSpec, *, call_timeout_s: float = 10.0, start_timeout_s: float = 30.0):
         require("mcp", extra="tools", what="MCP tool servers")
         self.spec, self.call_timeout_s = spec, call_timeout_s
+        self._command = _resolve(spec.command)
         self._loop = asyncio.new_event_loop()
         self._queue: asyncio.Queue[Any] | None = None
         self._ready: concurrent.futures.Future[list[dict[str, Any]]] = concurrent.futures.Future()
@@ -94,9 +96,9 @@ class McpServer:
         except concurrent.futures.TimeoutError:
             self.close()
             raise ToolServerError(f"MCP server {spec.name!r} did not start within {start_timeout_s:g} s") from None
-        except Exception as exc:
+        except ToolServerError:
             self.close()
-            raise ToolServerError(f"MCP server {spec.name!r} failed to start: {_describe(exc)}") from None
+            raise
 
     # ---- background loop -------------------------------------------------
     def _run_loop(self) -> None:
@@ -104,18 +106,21 @@ class McpServer:
         try:
             self._loop.run_until_complete(self._serve())
         except BaseException as exc:  # the server died: record why, fail what is pending
-            self._dead = self._dead or f"MCP server {self.spec.name!r} stopped: {_describe(exc)}"
             if not self._ready.done():
+                self._dead = f"MCP server {self.spec.name!r} failed to start: {_describe(exc)}"
                 self._ready.set_exception(ToolServerError(self._dead))
+            self._dead = self._dead or f"MCP server {self.spec.name!r} stopped: {_describe(exc)}"
         finally:
             self._dead = self._dead or f"MCP server {self.spec.name!r} has exited"
+            if not self._ready.done():
+                self._ready.set_exception(ToolServerError(self._dead))
             self._fail_pending()
             self._loop.close()
 
     async def _serve(self) -> None:
         from mcp import ClientSession, StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=_resolve(self.spec.command), args=list(self.spec.args),
+        params = StdioServerParameters(command=self._command, args=list(self.spec.args),
                                        env={**os.environ, **self.spec.env} if self.spec.env else None)
         self._queue = asyncio.Queue()
         with open(os.devnull, "w") as errlog:
@@ -175,6 +180,10 @@ class McpServer:
         """Call a tool; `ToolServerError` when the server is gone or does not answer in time."""
         if not self.alive:
             raise ToolServerError(self._dead or f"MCP server {self.spec.name!r} is not running")
+        try:
+            json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # would break the stdio transport, not just this call
+            raise ValueError(f"the arguments cannot be sent as UTF-8 JSON: {exc}") from None
         future: concurrent.futures.Future[McpToolResult] = concurrent.futures.Future()
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (name, arguments, future))  # type: ignore[union-attr]
         try:

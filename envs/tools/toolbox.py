@@ -91,7 +91,10 @@ class Toolbox:
             except Exception as exc:
                 raise ToolError(f"{call.name} raised {type(exc).__name__}: {_message(exc)}") from None
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        result = self._routes[call.name].call(call.name, call.arguments)
+        try:
+            result = self._routes[call.name].call(call.name, call.arguments)
+        except ValueError as exc:
+            raise ToolError(f"{call.name} was not called: {exc}") from None
         if result.is_error:
             raise ToolError(f"{call.name} failed: {result.text}")
         return result.text
