@@ -40,6 +40,7 @@ class RolloutTree:
     branch_turn: list[int]  #: k (0 for roots)
     n_copied: list[int]  #: leading turns that are copies of the shared prefix (0 or k)
     own: list[int]  #: turns the episode took itself (after the shared prefix)
+    order: list[int] = field(default_factory=list)  #: episode indices, parents before children
     points: list[dict[int, list[int]]] = field(default_factory=list)  #: per owner: k -> child indices
     root_children: dict[int, list[int]] = field(default_factory=dict)  #: group code -> episodes starting at root
 
@@ -52,8 +53,9 @@ class RolloutTree:
         bt = [(ep.branch_turn or 0) if ep.parent_id else 0 for ep in eps]
         copied = [_copied_turns(ep, k, prefix_in_children) if p != ROOT else 0 for ep, k, p in zip(eps, bt, parent, strict=True)]
         own = [len(ep.turns) - c for ep, c in zip(eps, copied, strict=True)]
-        tree = cls(parent=parent, branch_turn=bt, n_copied=copied, own=own, points=[{} for _ in eps])
-        for e in _topological(parent):
+        tree = cls(parent=parent, branch_turn=bt, n_copied=copied, own=own, order=_topological(parent),
+                   points=[{} for _ in eps])
+        for e in tree.order:
             p = parent[e]
             if p != ROOT:
                 limit = tree.length(p)
@@ -109,11 +111,12 @@ def _topological(parent: list[int]) -> list[int]:
     """Episode indices ordered parents first; raises on cycles."""
     depth = [-1] * len(parent)
     for start in range(len(parent)):
-        chain, e = [], start
+        chain, seen, e = [], set(), start
         while e != ROOT and depth[e] < 0:
-            if e in chain:
+            if e in seen:
                 raise CreditInputError("the parent_id links of the batch form a cycle; a rollout tree has none.")
             chain.append(e)
+            seen.add(e)
             e = parent[e]
         d = 0 if e == ROOT else depth[e] + 1
         for node in reversed(chain):
@@ -126,7 +129,7 @@ def tree_values(batch: TurnBatch, tree: RolloutTree) -> tuple[list[dict[int, flo
     """(V of each branch point per owner, V of each group root, value where each episode starts)."""
     node_v: list[dict[int, float]] = [{} for _ in batch.episodes]
     start_v = [0.0] * batch.n_episodes
-    for e in reversed(_topological(tree.parent)):  # children before parents
+    for e in reversed(tree.order):  # children before parents
         cont = float(batch.outcome[e])
         for k in sorted(tree.points[e], reverse=True):
             cont = _mean([cont, *(start_v[c] for c in tree.points[e][k])])
@@ -161,15 +164,14 @@ def trace(batch: TurnBatch, *, normalize_std: bool = False, require_tree: bool =
                                "hook, or pass require_tree=False to accept flat groups (advantages = Dr.GRPO).")
     tree = RolloutTree.build(batch, prefix_in_children)
     node_v, root_v, _ = tree_values(batch, tree)
-    adv = np.zeros(batch.n_turns)
+    v_start = np.array([_start_value(tree, node_v, root_v, int(g), e) for e, g in enumerate(batch.group.tolist())])
+    # episodes without branch points: every own turn gets R - V(start node)
+    adv = np.repeat(batch.outcome - v_start, batch.lengths)
     trained = np.ones(batch.n_turns, dtype=bool)
     starts = batch.starts.tolist()
-    for e in range(batch.n_episodes):
-        k0, p = tree.branch_turn[e], tree.parent[e]
-        owner, k = tree.node_of(p, k0) if p != ROOT else (ROOT, 0)
-        v_prev = root_v[int(batch.group[e])] if owner == ROOT else node_v[owner][k]
-        row0 = starts[e] + tree.n_copied[e] - k0  # flat row of absolute turn 0 on e's path
-        seg_start = k0
+    for e in (e for e in range(batch.n_episodes) if node_v[e]):
+        row0 = starts[e] + tree.n_copied[e] - tree.branch_turn[e]  # flat row of absolute turn 0 on e's path
+        seg_start, v_prev = tree.branch_turn[e], v_start[e]
         for k_next, v_next in [*sorted(node_v[e].items()), (tree.length(e), float(batch.outcome[e]))]:
             adv[row0 + seg_start: row0 + k_next] = v_next - v_prev
             seg_start, v_prev = k_next, v_next
@@ -180,10 +182,18 @@ def trace(batch: TurnBatch, *, normalize_std: bool = False, require_tree: bool =
     return CreditResult("trace", batch, adv, trained=trained)
 
 
+def _start_value(tree: RolloutTree, node_v: list[dict[int, float]], root_v: dict[int, float], group: int,
+                 e: int) -> float:
+    """V of the node episode e starts from (its group's root, or its canonical branch point)."""
+    p = tree.parent[e]
+    owner, k = tree.node_of(p, tree.branch_turn[e]) if p != ROOT else (ROOT, 0)
+    return root_v[group] if owner == ROOT else node_v[owner][k]
+
+
 def _fill_copies(batch: TurnBatch, tree: RolloutTree, adv: np.ndarray, trained: np.ndarray, mode: str,
                  starts: list[int]) -> None:
     """Give copied prefix turns 0 and trained=False ("skip") or the original turn's advantage ("copy")."""
-    for e in range(batch.n_episodes):
+    for e in (e for e, n in enumerate(tree.n_copied) if n):
         for j in range(tree.n_copied[e]):
             row = starts[e] + j
             if mode == "skip":
