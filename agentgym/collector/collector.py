@@ -42,6 +42,7 @@ from agentgym.tokens import TRAIN_ON, ChatFormat
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, new_id
 
 log = logging.getLogger("agentgym.collector")
+_EXHAUSTED = object()
 
 
 @dataclass
@@ -101,14 +102,15 @@ class Collector:
         """One partial-rollout round: resume buffered groups, top up from `tasks`, stop at `target_groups` done."""
         if target_groups < 1 or over_provision < 1:
             raise ConfigError(f"need target_groups >= 1 and over_provision >= 1, got {target_groups}, {over_provision}")
+        if not isinstance(tasks, Iterator):
+            raise ConfigError(f"tasks must be an iterator (e.g. iter(task_list)), got {type(tasks).__name__}, so that "
+                              "each round continues where the last one stopped")
         self.round += 1
         groups = [self.buffer.popleft() for _ in range(len(self.buffer))]
         for group in groups:
             self._resume(group)
         want = min(math.ceil(target_groups * over_provision), self.config.max_buffered_groups)
-        for task in tasks:
-            if len(groups) >= want:
-                break
+        while len(groups) < want and (task := next(tasks, _EXHAUSTED)) is not _EXHAUSTED:
             groups.append(self._new_group(_as_task(task), group_size))
         return await self._run(groups, target=target_groups)
 

@@ -27,7 +27,9 @@ policy. With ``temperature == 0`` (greedy) the log-prob is taken at
 temperature 1. Backends that cannot follow the convention say so in
 `Backend.logprob_convention`.
 
-Trainer-facing contract: call ``update_weights(weights, version=None)`` with a
+Trainer-facing contract: call ``update_weights(weights, version=None)`` (or
+``await aupdate_weights(...)`` from async code; the `vllm` backend has only
+the async form) with a
 ``state_dict`` (full or partial: missing keys keep their values, unknown keys
 are an error) or a path to a checkpoint directory/file; the backend's
 `version` becomes ``version`` or ``version + 1``. Tokens sampled after the
@@ -160,6 +162,12 @@ class Backend(abc.ABC):
     def update_weights(self, weights: Any, *, version: int | None = None) -> int:
         """Load new weights (a state dict or a checkpoint path) and return the new version."""
         raise BackendError(f"the {self.name} backend cannot load weights; restart it with the new checkpoint")
+
+    async def aupdate_weights(self, weights: Any, *, version: int | None = None) -> int:
+        """`update_weights` from async code (backends whose engine is async implement this one)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.update_weights, weights, version=version)
 
     def load_weights(self, weights: Any, *, version: int | None = None) -> int:
         """Alias of `update_weights`."""

@@ -1,0 +1,103 @@
+"""The vllm backend: a clear error without the extra, and a real vLLM engine in its own venv.
+
+The engine test needs vLLM, which lives in a separate venv on CPU machines
+(``scripts/vllm-venv.sh`` creates ``.venv-vllm``). From the main venv the
+`vllm`-marked test re-runs this file with that venv's python; inside it the
+engine test runs directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+VLLM_PYTHON = Path(os.environ.get("AGENTGYM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+@pytest.mark.skipif(HAVE_VLLM, reason="vLLM is installed here; the error path needs it absent")
+def test_without_vllm_the_error_names_the_extra():
+    from agentgym.errors import MissingExtraError
+    from agentgym.policy.vllm import VLLMBackend
+
+    with pytest.raises(MissingExtraError, match=r"pip install 'agentgym\[vllm\]'"):
+        VLLMBackend.from_pretrained("any-model")
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(HAVE_VLLM, reason="vLLM is installed here: the engine test below runs directly")
+def test_vllm_engine_in_its_own_venv():
+    if not VLLM_PYTHON.exists():
+        pytest.fail(f"{VLLM_PYTHON} is missing: run scripts/vllm-venv.sh (or set AGENTGYM_VLLM_PYTHON)")
+    proc = subprocess.run([str(VLLM_PYTHON), "-m", "pytest", __file__, "-q", "-x", "-p", "no:cacheprovider",
+                           "-k", "engine_generates"], cwd=ROOT, capture_output=True, text=True, timeout=850,
+                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, tail
+    assert "1 passed" in proc.stdout, tail
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not HAVE_VLLM, reason="needs vLLM (runs inside .venv-vllm via the test above)")
+async def test_engine_generates_exact_ids_with_logprobs_collects_aborts_and_reloads():
+    import torch
+
+    from agentgym.collector import Collector, Task
+    from agentgym.models import TinyModelSpec, load_model, tiny_model_dir
+    from agentgym.policy.base import FinishReason, GenerationRequest, SamplingParams
+    from agentgym.policy.vllm import VLLMBackend
+    from agentgym.trajectory import EpisodeStatus
+
+    # vLLM's CPU attention needs head_dim >= 32: a tiny model with head_dim 64
+    path = tiny_model_dir(TinyModelSpec(hidden_size=128, num_heads=2, num_kv_heads=1, intermediate_size=256,
+                                        max_positions=2048))
+    backend = VLLMBackend.from_pretrained(path, max_model_len=1024, dtype="float32", enforce_eager=True,
+                                          max_num_seqs=32, kv_cache_memory_bytes=256 * 2**20)
+    try:
+        # -- exact ids and log-probs that match the model (temperature-scaled softmax)
+        prompt = backend.tokenizer.apply_chat_template([{"role": "user", "content": "up or down?"}], tokenize=True,
+                                                       add_generation_prompt=True, return_dict=False)
+        sampling = SamplingParams(temperature=0.7, max_new_tokens=8, seed=3)
+        [done] = await backend.generate([GenerationRequest("e1", prompt_ids=prompt, sampling=sampling)])
+        assert 1 <= len(done.token_ids) == len(done.logprobs) and done.version == 0
+        model, _ = load_model(path, dtype=torch.float32)
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + done.token_ids])).logits[0, len(prompt) - 1:-1]
+        expected = torch.log_softmax(logits / 0.7, dim=-1).gather(1, torch.tensor(done.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(done.logprobs), expected, atol=2e-3)
+
+        # -- the collector drives Maze with it; the ids the engine saw are the recorded ones
+        collector = Collector("Maze-v0", backend, progress=False, max_turns=3,
+                              sampling=SamplingParams(max_new_tokens=6, seed=1))
+        result = await collector.collect([Task("easy-1", seed=0)], group_size=4)
+        assert len(result.episodes) == 4
+        for episode in result.episodes:
+            assert episode.status == EpisodeStatus.TRUNCATED and episode.num_turns == 3
+            assert all(len(t.action_ids) == len(t.action_logprobs) > 0 for t in episode.turns)
+
+        # -- abort keeps the tokens generated so far
+        long = SamplingParams(max_new_tokens=900, temperature=1.0, seed=5)
+        pending = [GenerationRequest(f"a{i}", prompt_ids=prompt, sampling=long) for i in range(4)]
+        import asyncio
+
+        task = asyncio.ensure_future(backend.generate(pending))
+        await asyncio.sleep(0.5)
+        backend.abort(None)
+        aborted = await task
+        assert any(c.finish_reason in (FinishReason.ABORT, FinishReason.STOP) for c in aborted)
+
+        # -- new weights: version bumps and the log-probs of the same tokens change
+        state = {k: v * 1.5 if "mlp" in k else v for k, v in model.state_dict().items()}
+        assert await backend.aupdate_weights(state) == 1
+        [again] = await backend.generate([GenerationRequest("e2", prompt_ids=prompt, sampling=sampling)])
+        assert again.version == 1 and again.logprobs != done.logprobs
+    finally:
+        await backend.aclose()
