@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from agentgym.cli import envs, episodes, rollout, view
+from agentgym.cli import envs, episodes, rollout, serve, tokens, view
 
 app = typer.Typer(
     name="agentgym",
@@ -15,6 +15,8 @@ app = typer.Typer(
 app.add_typer(envs.app, name="envs")
 app.add_typer(episodes.app, name="episodes")
 rollout.register(app)
+serve.register(app)
+tokens.register(app)
 view.register(app)
 
 
