@@ -85,7 +85,7 @@ class PostgresBackend:
         finally:
             admin.dispose()
         reader_url = admin_url.set(username=reader_role, password=None)
-        self._engine = sqlalchemy.create_engine(reader_url, pool_size=1, max_overflow=4, pool_pre_ping=True)
+        self._engine = sqlalchemy.create_engine(reader_url, pool_size=1, max_overflow=4)
 
     # ---- setup -----------------------------------------------------------
     def _load(self, admin: Any) -> None:
@@ -140,10 +140,15 @@ class PostgresBackend:
         started = time.monotonic()
         try:
             with self._engine.connect() as conn:
+                raw = conn.connection.driver_connection
                 try:
-                    return self._run_in(conn, db_id, statement, max_rows, started)
+                    return self._run_in(raw, db_id, statement, max_rows, started)
+                except psycopg.OperationalError:
+                    conn.invalidate()  # a dead connection must not go back to the pool
+                    raise
                 finally:
-                    conn.rollback()
+                    if not conn.invalidated:
+                        raw.rollback()
         except sqlalchemy.exc.OperationalError as exc:
             raise QueryError(f"the PostgreSQL server is unavailable: {exc.orig}", kind="unavailable") from None
         except psycopg.errors.QueryCanceled:
@@ -160,11 +165,10 @@ class PostgresBackend:
         except ValueError as exc:
             raise QueryError(f"{type(exc).__name__}: {exc}") from None
 
-    def _run_in(self, conn: Any, db_id: str, statement: str, max_rows: int, started: float) -> QueryResult:
-        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(int(self.limits.timeout_s * 1000), 1)}")
-        conn.exec_driver_sql(f"SET LOCAL search_path TO {schema_name(db_id)}")
-        raw = conn.connection.driver_connection
+    def _run_in(self, raw: Any, db_id: str, statement: str, max_rows: int, started: float) -> QueryResult:
+        timeout_ms = max(int(self.limits.timeout_s * 1000), 1)
+        raw.execute(f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {timeout_ms}; "  # one round trip
+                    f"SET LOCAL search_path TO {schema_name(db_id)}")
         streamed = statement_kind(statement) in _STREAMED
         with (raw.cursor(name="agentgym_sql_episode") if streamed else raw.cursor()) as cursor:
             cursor.execute(statement)

@@ -115,3 +115,19 @@ def test_unreachable_server_is_a_config_error(sql_data_dir):
                       data_dir=sql_data_dir)
     with pytest.raises(ConfigError, match="needs url"):
         agentgym.make("SQL-v0", dialect="postgresql")
+
+
+def test_a_lost_server_connection_truncates_the_episode_and_the_next_one_reconnects(env, pg_url):
+    assert "120" in env.step(call("execute_sql", "SELECT COUNT(*) FROM customers"))[0]
+    database = sa.engine.make_url(pg_url).database
+    admin = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with admin.begin() as conn:  # ends the episode's own server process (the reader role's session)
+        killed = conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                      "WHERE usename = 'agentgym_sql_reader' AND datname = :d"), {"d": database}).all()
+    admin.dispose()
+    assert killed
+    obs, reward, terminated, truncated, info = env.step(call("execute_sql", "SELECT 1"))
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert info["error_kind"] == "unavailable" and "unavailable" in info["truncation_reason"]
+    env.reset(options={"task_id": "shop-easy-0"})
+    assert "120" in env.step(call("execute_sql", "SELECT COUNT(*) FROM customers"))[0]

@@ -1,0 +1,112 @@
+"""Environment step throughput, side by side in one run.
+
+    python bench/envs.py            # a table
+    python bench/envs.py --json     # one JSON object, a key per env (below)
+    python bench/envs.py --quick    # fewer steps, for a smoke run
+
+Each env is driven by its built-in solver over its own tasks, one episode
+after another in one thread, and timed around `reset` + `step` only (the
+solver's action is computed outside the clock). Keys:
+
+- ``maze_steps_per_s``: Maze-v0 (medium mazes), the in-memory baseline;
+- ``sql_sqlite_steps_per_s`` / ``sql_postgres_steps_per_s``: SQL-v0 with one
+  exploratory query then the submitted gold query, on SQLite and on the local
+  PostgreSQL server (``--postgres-url``; ``null`` when it cannot be reached);
+- ``tools_steps_per_s``: Tools-v0 with its Python tools;
+- ``tools_mcp_steps_per_s``: Tools-v0 calling mcp-server-time over stdio
+  (``null`` when the server is not installed);
+- ``*_ratio_to_maze``: each figure over the maze's, measured in the same run.
+
+Figures only; nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import agentgym  # noqa: E402
+
+
+def steps_per_second(env: Any, steps: int) -> float:
+    """Solver-driven steps per second of wall time spent inside reset/step."""
+    inner, tasks = env.unwrapped, list(env.unwrapped.task_ids())
+    done_steps, spent, episode = 0, 0.0, 0
+    while done_steps < steps:
+        task = tasks[episode % len(tasks)]
+        episode += 1
+        start = time.perf_counter()
+        env.reset(seed=episode, options={"task_id": task})
+        spent += time.perf_counter() - start
+        while True:
+            action = inner.solver_action()
+            start = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(action)
+            spent += time.perf_counter() - start
+            done_steps += 1
+            if terminated or truncated:
+                break
+    return done_steps / spent
+
+
+def measure(env_id: str, steps: int, **kwargs: Any) -> float | None:
+    try:
+        env = agentgym.make(env_id, **kwargs)
+    except (agentgym.AgentGymError, ImportError) as exc:
+        print(f"skipping {env_id} {kwargs}: {exc}", file=sys.stderr)
+        return None
+    try:
+        steps_per_second(env, max(steps // 10, 5))  # warm-up: caches, connections, server start
+        return steps_per_second(env, steps)
+    except Exception as exc:  # a bench reports what it could measure
+        print(f"skipping {env_id} {kwargs}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    args = parser.parse_args()
+    steps = 200 if args.quick else 2000
+    results: dict[str, Any] = {
+        "maze_steps_per_s": measure("Maze-v0", steps, difficulty="medium"),
+        "sql_sqlite_steps_per_s": measure("SQL-v0", steps, solver_explores=True),
+        "sql_postgres_steps_per_s": measure("SQL-v0", steps // 4, solver_explores=True, dialect="postgresql",
+                                            url=args.postgres_url),
+        "tools_steps_per_s": measure("Tools-v0", steps),
+        "tools_mcp_steps_per_s": measure("Tools-v0", steps // 4, task_sets=["timezones"]),
+    }
+    maze = results["maze_steps_per_s"]
+    for key in [k for k in results if k != "maze_steps_per_s"]:
+        value = results[key]
+        results[key.replace("_steps_per_s", "_ratio_to_maze")] = value / maze if value and maze else None
+    results["steps_measured"] = steps
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    table = Table(title=f"env steps/s (solver-driven, {steps} steps; Postgres and MCP {steps // 4})")
+    for col in ("env", "steps/s", "vs Maze-v0"):
+        table.add_column(col)
+    for key, value in results.items():
+        if key.endswith("_steps_per_s"):
+            ratio = results.get(key.replace("_steps_per_s", "_ratio_to_maze"))
+            table.add_row(key.removesuffix("_steps_per_s"), "n/a" if value is None else f"{value:,.0f}",
+                          "1.00" if key.startswith("maze") else ("n/a" if ratio is None else f"{ratio:.3f}"))
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
