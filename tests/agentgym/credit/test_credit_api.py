@@ -220,3 +220,16 @@ def test_write_to_fills_turn_advantage():
     eps = [ep(rewards=(1.0,)), ep(rewards=(0.0,))]
     compute_credit("dr_grpo", eps).write_to()
     assert [e.turns[0].advantage for e in eps] == [0.5, -0.5]
+
+
+# ---- oprl helpers -------------------------------------------------------------------------------
+def test_preference_pairs_respect_margin_groups_and_cap():
+    from agentgym.credit.oprl import implicit_step_rewards, preference_pairs
+
+    outcomes, groups = [1.0, 0.0, 1.0, 0.0, 0.5, 0.5], ["g", "g", "g", "g", "h", "h"]
+    assert preference_pairs(outcomes, groups) == [(0, 1), (2, 3), (0, 3), (2, 1)]
+    capped = preference_pairs(outcomes, groups, max_pairs_per_group=2)
+    assert capped == [(0, 1), (2, 3)]  # spread over episodes before reusing one
+    assert preference_pairs([1.0, 0.9], ["g", "g"], margin=0.2) == []
+    assert np.allclose(implicit_step_rewards([[[-1.0, -0.5, -2.0]]], [[[-1.2, -0.5, -2.5]]], beta=0.1,
+                                             per_token_mean=True), [[0.07 / 3]])
