@@ -44,6 +44,20 @@ log = logging.getLogger("agentgym.viewer")
 COLOUR_MODES = ("logprob", "advantage", "loss")
 
 
+class Cached:
+    """A value recomputed at most every `ttl` seconds (the filter dropdowns: distinct envs and runs)."""
+
+    def __init__(self, compute: Any, ttl: float = 10.0):
+        self._compute, self._ttl = compute, ttl
+        self._value: Any = None
+        self._at = float("-inf")
+
+    def get(self) -> Any:
+        if time.monotonic() - self._at > self._ttl:
+            self._value, self._at = self._compute(), time.monotonic()
+        return self._value
+
+
 class NotFound(AgentGymError):
     """A page names something the store does not hold (HTTP 404)."""
 
@@ -69,6 +83,9 @@ def create_app(store: TrajectoryStore) -> Any:
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     jinja = _templates()
     store_label = store.display_url
+    choices = Cached(lambda: (queries.env_ids(store), queries.run_ids(store)))
+    overview = Cached(lambda: (queries.runs_overview(store), {r["id"]: r for r in store.runs()},
+                               queries.envs_overview(store, None), store.count()), ttl=5.0)
 
     def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = jinja.get_template(name).render(store_url=store_label, **context)
@@ -106,10 +123,8 @@ def create_app(store: TrajectoryStore) -> Any:
     # ---- runs -> envs -> tasks -> groups -> episodes ---------------------
     @app.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
-        runs = queries.runs_overview(store)
-        configs = {r["id"]: r for r in store.runs()}
-        return page("index.html", runs=runs, configs=configs, envs=queries.envs_overview(store, None),
-                    total=store.count())
+        runs, configs, envs, total = overview.get()
+        return page("index.html", runs=runs, configs=configs, envs=envs, total=total)
 
     @app.get("/runs/{run_id:path}", response_class=HTMLResponse)
     def run_page(run_id: str) -> HTMLResponse:
@@ -145,8 +160,9 @@ def create_app(store: TrajectoryStore) -> Any:
         params = parse_list_params(request.query_params)
         result = queries.episodes_page(store, params.filter(), sort=params.sort, descending=params.descending,
                                        page=params.page, page_size=params.size)
-        return page("episodes.html", params=params, result=result, env_ids=queries.env_ids(store),
-                    run_ids=queries.run_ids(store), statuses=queries.STATUSES, failures=queries.FAILURES,
+        env_ids, run_ids = choices.get()
+        return page("episodes.html", params=params, result=result, env_ids=env_ids,
+                    run_ids=run_ids, statuses=queries.STATUSES, failures=queries.FAILURES,
                     columns=queries.SORTABLE)
 
     # ---- one episode -------------------------------------------------------

@@ -114,11 +114,38 @@ def groups_page(store: TrajectoryStore, flt: EpisodeFilter, page: int, page_size
 
 def episodes_page(store: TrajectoryStore, flt: EpisodeFilter, *, sort: str, descending: bool,
                   page: int, page_size: int) -> Page:
+    """One page of episode rows (no turns), sorted by `sort` then by insertion order, and the total count.
+
+    Pages past the middle are read from the other end (reversed order, smaller OFFSET), so the
+    last page costs what the first does.
+    """
     if sort not in SORTABLE:
         raise StoreError(f"cannot sort episodes by {sort!r}; choose one of {', '.join(SORTABLE)}")
-    rows = store.summaries(flt, order_by=sort, descending=descending, limit=page_size,
-                           offset=(page - 1) * page_size)
-    return Page(rows=rows, total=store.count(flt), page=page, page_size=page_size)
+    total = store.count(flt)
+    offset = (page - 1) * page_size
+    from_end = offset > total // 2 and offset < total
+    if from_end:
+        limit = min(page_size, total - offset)
+        rows = _sorted_rows(store, flt, sort, not descending, limit, total - offset - limit)[::-1]
+    else:
+        rows = _sorted_rows(store, flt, sort, descending, page_size, offset)
+    return Page(rows=rows, total=total, page=page, page_size=page_size)
+
+
+def _tiebreak(store: TrajectoryStore) -> Any:
+    """The column that orders equal sort keys: SQLite's rowid (in every index, so no sort step), else id."""
+    if store.engine.dialect.name == "sqlite":
+        return sa.literal_column("episodes.rowid")
+    return E.id
+
+
+def _sorted_rows(store: TrajectoryStore, flt: EpisodeFilter, sort: str, descending: bool, limit: int,
+                 offset: int) -> list[dict[str, Any]]:
+    column, tiebreak = E[sort], _tiebreak(store)
+    order = (column.desc(), tiebreak.desc()) if descending else (column.asc(), tiebreak.asc())
+    query = sa.select(episodes_table).where(*flt.where()).order_by(*order).limit(limit).offset(offset)
+    with store.engine.connect() as conn:
+        return [dict(r) for r in conn.execute(query).mappings().all()]
 
 
 def env_ids(store: TrajectoryStore) -> list[str]:
@@ -130,9 +157,12 @@ def run_ids(store: TrajectoryStore) -> list[str]:
         return [str(r[0]) for r in conn.execute(sa.select(E.run_id).distinct().order_by(E.run_id))]
 
 
-def children(store: TrajectoryStore, episode_id: str) -> list[dict[str, Any]]:
-    """Episodes branched off `episode_id` (index on parent_id)."""
-    return store.summaries(EpisodeFilter(parent_id=episode_id), order_by="created_at", limit=500)
+def children(store: TrajectoryStore, episode_id: str, limit: int = 500) -> list[dict[str, Any]]:
+    """Episodes branched off `episode_id`, oldest first (sorted here, so the parent_id index is used)."""
+    query = sa.select(episodes_table).where(E.parent_id == episode_id).limit(limit)
+    with store.engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(query).mappings().all()]
+    return sorted(rows, key=lambda r: (r["created_at"], r["id"]))
 
 
 def episode_row(store: TrajectoryStore, episode_id: str) -> dict[str, Any] | None:
