@@ -63,6 +63,9 @@ episodes_table = sa.Table(
     sa.Index("ix_episodes_reward", "total_reward"),
     sa.Index("ix_episodes_parent", "parent_id"),
     sa.Index("ix_episodes_created", "created_at"),
+    sa.Index("ix_episodes_env_status", "env_id", "status", "created_at"),
+    sa.Index("ix_episodes_version", "policy_version", "created_at"),
+    sa.Index("ix_episodes_failure", "failure", "created_at"),
 )
 
 _TURN_JSON_FIELDS = ("prompt_ids", "action_ids", "action_logprobs", "token_versions", "info", "timings", "loss_mask")

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentgym.branch_replay import BranchRequest, branch_episode
+from agentgym.branch_replay import BranchRequest, branch_episode, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
 from agentgym.policy.simple import resolve_policy
 from agentgym.registration import make, registry
@@ -69,6 +69,7 @@ def rollout(
                 group_id = f"{run_id}:{task_id if task_id is not None else i // group_size}:{i // group_size}"
                 ep = run_episode(env, act, env_id=stored_id, task_id=task_id, seed=seed + i, max_turns=limit,
                                  run_id=run_id, group_id=group_id)
+                ep.metadata.update(env_kwargs=kwargs, max_turns=limit, policy=policy)
                 db.put(ep)
                 done.append(ep)
                 mean = statistics.fmean(e.total_reward for e in done)
@@ -119,7 +120,7 @@ def replay(
                           + ("  [red]terminated[/]" if turn.terminated else "")
                           + ("  [yellow]truncated[/]" if turn.truncated else ""), highlight=False)
         console.print(f"status {episode.status}  total reward {episode.total_reward}")
-    kwargs = parse_json_option(env_kwargs, "--env-kwargs")
+    kwargs = parse_json_option(env_kwargs, "--env-kwargs") if env_kwargs else recorded_env_kwargs(db, episode)
     divergence = replay_episode(episode, env_kwargs=kwargs)
     if divergence is not None:
         console.print(f"[bold red]replay differs[/] at {divergence.describe()}", highlight=False)

@@ -73,8 +73,8 @@ def test_replay_reports_the_first_differing_turn(tmp_path):
     episode = store.episodes()[0]
     episode.turns[2].reward = 5.0
     store.put(episode)
-    # the env kwargs are not part of the episode, so pass them again
-    result = runner.invoke(app, ["replay", episode.id, "--store", store_path, "--env-kwargs", '{"difficulty": "medium"}'])
+    assert episode.metadata["env_kwargs"] == {"difficulty": "medium"}  # replay makes the env with them again
+    result = runner.invoke(app, ["replay", episode.id, "--store", store_path])
     assert result.exit_code == 1 and "turn 2: reward differs" in result.output
 
 
