@@ -179,10 +179,10 @@ class Backend(abc.ABC):
         self.version = self.version + 1 if version is None else version
         return self.version
 
-    def release(self, episode_id: str) -> None:
+    def release(self, episode_id: str) -> None:  # noqa: B027 (no-op default)
         """Free what the backend keeps for `episode_id` (no-op by default)."""
 
-    def abort(self, episode_ids: Iterable[str] | None = None) -> None:
+    def abort(self, episode_ids: Iterable[str] | None = None) -> None:  # noqa: B027 (no-op default)
         """Make in-flight generations of `episode_ids` (all when None) return now with finish_reason `abort`."""
 
     @property
@@ -190,7 +190,7 @@ class Backend(abc.ABC):
         """The model's context length in tokens, when known."""
         return None
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (no-op default)
         """Release connections, engines and caches."""
 
     async def __aenter__(self) -> Backend:
