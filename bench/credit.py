@@ -8,13 +8,14 @@ has a tree), 2-14 turns each, state fingerprints from a 16-cell walk per group, 
 actions, sparse success reward. `<name>_ms` is `compute_advantages(name, episodes, ...)` end to
 end (flat batch build, estimator, one list per episode); `<name>_core_ms` times the estimator on
 a prebuilt `TurnBatch`; `batch_ms` is the shared one-pass build. Each figure is the median of
-`--repeats` runs, estimators interleaved. The learned models' update times per batch (tiny model,
+`--repeats` runs, estimators interleaved, the cyclic GC paused while timing (as `timeit` does). The learned models' update times per batch (tiny model,
 CPU) are `spa_update_ms`, `oprl_update_ms`; TRACE's allocator: `trace_observe_ms`, `trace_plan_ms`.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -68,9 +69,15 @@ def estimator_inputs(name: str, n_turns: int, rng: np.random.Generator) -> dict[
 
 
 def _ms(fn: Any) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1000.0
+    """Milliseconds of one call; like `timeit`, the cyclic GC is collected before and paused during it."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1000.0
+    finally:
+        gc.enable()
 
 
 def time_estimators(episodes: list[Episode], repeats: int, progress: Progress) -> dict[str, float]:
@@ -126,7 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-learned", action="store_true", help="skip the tiny-model update timings")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
