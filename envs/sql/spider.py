@@ -13,9 +13,11 @@ BIRD::
     PATH/dev_databases/<db_id>/<db_id>.sqlite
 
 Either layout may also sit one level down in ``PATH/<split>/``. Tasks are named
-``<split>-<index>`` after their position in the question file. Questions whose
-database file is missing are skipped and counted in `TaskSet.name`'s loader
-report (`load_spider(...).skipped`); a folder with no usable question is an error.
+``<split>-<index>`` after their position in the question file; BIRD's
+``evidence`` is shown as a hint and its ``difficulty`` kept. Questions whose
+database file is missing are skipped and counted (`SpiderTaskSet.skipped`); a
+folder with no usable question is an error. The schema shown to the model is
+read from each SQLite file, so ``tables.json`` is optional.
 """
 
 from __future__ import annotations

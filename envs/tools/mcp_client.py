@@ -24,7 +24,6 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, ConfigError, require
 
-
 #: The SDK's JSON-RPC error code for a closed connection (`mcp.types.CONNECTION_CLOSED`, v1 and v2).
 _CONNECTION_CLOSED = -32000
 
@@ -139,7 +138,7 @@ class McpServer:
                     future: concurrent.futures.Future[McpToolResult]) -> None:
         try:
             result = await asyncio.wait_for(session.call_tool(name, arguments), self.call_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._dead = f"MCP server {self.spec.name!r} did not answer {name} within {self.call_timeout_s:g} s"
             future.set_exception(ToolServerError(self._dead))
             raise

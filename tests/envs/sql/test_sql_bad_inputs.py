@@ -14,7 +14,7 @@ def call(name: str, query: str) -> str:
 
 @pytest.fixture
 def env(sql_data_dir):
-    env = agentgym.make("SQL-v0", data_dir=sql_data_dir, max_turns=50, timeout_s=0.5)
+    env = agentgym.make("SQL-v0", data_dir=sql_data_dir, max_turns=50, timeout_s=1.0)
     env.reset(options={"task_id": "shop-easy-0"})
     yield env
     env.close()

@@ -36,7 +36,7 @@ def call(name: str, query: str) -> str:
 
 @pytest.fixture
 def env(pg_url, sql_data_dir):
-    env = agentgym.make("SQL-v0", dialect="postgresql", url=pg_url, data_dir=sql_data_dir, timeout_s=0.5,
+    env = agentgym.make("SQL-v0", dialect="postgresql", url=pg_url, data_dir=sql_data_dir, timeout_s=2.0,
                         max_turns=50)
     env.reset(options={"task_id": "shop-easy-0"})
     yield env

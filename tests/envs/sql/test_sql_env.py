@@ -92,7 +92,7 @@ def test_order_matters_only_when_the_gold_query_orders(env):
 
 def test_turn_limit_truncates_with_a_reason(env):
     env.reset(options={"task_id": "library-easy-0"})
-    for turn in range(6):
+    for _turn in range(6):
         _, reward, terminated, truncated, info = env.step(call("execute_sql", "SELECT 1"))
     assert (reward, terminated, truncated) == (0.0, False, True)
     assert "turn limit of 6" in info["truncation_reason"]
