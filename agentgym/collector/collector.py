@@ -31,7 +31,15 @@ from typing import Any
 
 from agentgym.collector import branching
 from agentgym.collector.config import CollectorConfig, CollectResult, Task
-from agentgym.collector.faults import EpisodeFault, bounded, call_env, check_reset, check_step, describe, runs_inline
+from agentgym.collector.faults import (
+    EpisodeFault,
+    bounded,
+    call_env,
+    check_reset,
+    check_step,
+    describe,
+    runs_inline,
+)
 from agentgym.collector.progress import CollectProgress, Counters
 from agentgym.collector.run import EpisodeRun
 from agentgym.core import AgentEnv
