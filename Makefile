@@ -25,6 +25,7 @@ setup-test:
 	bash scripts/apt.sh
 	bash scripts/docker.sh
 	bash scripts/venv.sh $(TEST_EXTRAS)
+	bash scripts/vllm-venv.sh
 
 test: setup-test
 	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
