@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentgym.errors import ConfigError
 
-ESTIMATOR_NAMES = ("grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace", "drgrpo")
+ESTIMATOR_NAMES = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 
 
 class TrainConfig(BaseModel):
@@ -90,6 +90,8 @@ class TrainConfig(BaseModel):
     """Token budget of one action."""
     concurrency: int = Field(64, ge=1)
     """Episodes in flight at once (env slots)."""
+    chat_tools: bool = True
+    """Render the env's tool schemas into the prompt (false: leave them out; shorter prompts for small models)."""
 
     # ---- algorithm -------------------------------------------------------------------------
     estimator: str = "grpo"
@@ -108,6 +110,11 @@ class TrainConfig(BaseModel):
     """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
     micro_batch_tokens: int = Field(8192, ge=16)
     """Token budget of one forward/backward pass (gradient accumulation fills the mini-batch)."""
+    layout: Literal["auto", "packed", "padded"] = "auto"
+    """Batch layout: packed (padding-free, position ids restart per sample) or padded rows; auto = packed on
+    a GPU, padded (length-sorted) on CPU, where attention over a packed row costs its full length squared."""
+    max_refill_rounds: int = Field(4, ge=1)
+    """sync mode: collection rounds to refill groups dropped by curation before training on a smaller batch."""
     lr: float = Field(1e-3, gt=0)
     """Policy learning rate."""
     weight_decay: float = Field(0.0, ge=0)

@@ -34,6 +34,7 @@ class Sample:
     behavior_logprobs: list[float]  #: lp_beh from the engine (nan where the mask is 0 or none was recorded)
     versions: list[int]  #: policy version that sampled each token (-1 off the action tokens)
     turn_starts: list[int]  #: index of the first action token of each turn; values are read at start - 1
+    turn_lengths: list[int] = field(default_factory=list)  #: number of action tokens of each turn
     turn_returns: list[float] = field(default_factory=list)  #: critic targets per turn (gae/spa), else empty
     weight: float = 1.0  #: sample weight from the data manager (staleness down-weighting)
 
@@ -57,6 +58,7 @@ def episode_to_sample(episode: Episode, turn_advantages: Sequence[float], *, wei
     lp: list[float] = []
     ver: list[int] = []
     starts: list[int] = []
+    lengths: list[int] = []
     for turn, a in zip(episode.turns, turn_advantages, strict=True):
         if not turn.prompt_ids and not ids:
             raise ValueError(f"episode {episode.id} turn {turn.index} has no prompt_ids: train on episodes "
@@ -68,6 +70,7 @@ def episode_to_sample(episode: Episode, turn_advantages: Sequence[float], *, wei
         lp += [math.nan] * n_prompt
         ver += [-1] * n_prompt
         starts.append(len(ids))
+        lengths.append(n_act)
         turn_mask = turn.loss_mask if turn.loss_mask is not None else [1] * n_act
         logprobs = turn.action_logprobs if len(turn.action_logprobs) == n_act else [math.nan] * n_act
         versions = turn.token_versions if len(turn.token_versions) == n_act else [
@@ -77,7 +80,7 @@ def episode_to_sample(episode: Episode, turn_advantages: Sequence[float], *, wei
         adv += [float(a) * bool(m) for m in turn_mask]
         lp += [float(x) for x in logprobs]
         ver += [int(v) for v in versions]
-    return Sample(episode.id, ids, mask, adv, lp, ver, starts, list(turn_returns), weight)
+    return Sample(episode.id, ids, mask, adv, lp, ver, starts, lengths, list(turn_returns), weight)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class TokenBatch:
     value_targets: torch.Tensor  #: [K] turn returns (empty when no sample has them)
     num_samples: int
     episode_ids: list[str]
+    offsets: list[int]  #: flat position of each sample's first token
 
     @property
     def num_tokens(self) -> int:
@@ -141,7 +145,7 @@ def pack(samples: Sequence[Sample]) -> TokenBatch:
         behavior_logprobs=cat("behavior_logprobs", torch.float32),
         token_weight=torch.tensor([s.weight for s in samples for _ in s.input_ids], dtype=torch.float32),
         sample_index=torch.tensor([i for i, s in enumerate(samples) for _ in s.input_ids], dtype=torch.long),
-        num_samples=len(samples), episode_ids=[s.episode_id for s in samples],
+        num_samples=len(samples), episode_ids=[s.episode_id for s in samples], offsets=offsets,
         **_flat_fields(samples, offsets))
 
 
@@ -166,11 +170,20 @@ def pad(samples: Sequence[Sample], pad_id: int) -> TokenBatch:
         token_weight=torch.tensor([[s.weight] * width for s in samples], dtype=torch.float32).flatten(),
         sample_index=torch.arange(len(samples)).repeat_interleave(width),
         num_samples=len(samples), episode_ids=[s.episode_id for s in samples],
+        offsets=[i * width for i in range(len(samples))],
         **_flat_fields(samples, [i * width for i in range(len(samples))]))
 
 
+def collate(samples: Sequence[Sample], *, packed: bool, pad_id: int) -> TokenBatch:
+    """`pack` or `pad`, by layout."""
+    return pack(samples) if packed else pad(samples, pad_id)
+
+
 def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[Sample]]:
-    """Split into consecutive groups of at most `max_tokens` tokens (a longer sample goes alone)."""
+    """Split into consecutive groups of at most `max_tokens` tokens (a longer sample goes alone).
+
+    For the padded layout pass samples sorted by length, so rows of one group waste little padding.
+    """
     groups: list[list[Sample]] = []
     current: list[Sample] = []
     size = 0

@@ -15,6 +15,7 @@ app = typer.Typer(
 app.add_typer(envs.app, name="envs")
 app.add_typer(episodes.app, name="episodes")
 rollout.register(app)
+__import__("agentgym.cli.train", fromlist=["register"]).register(app)
 serve.register(app)
 tokens.register(app)
 view.register(app)

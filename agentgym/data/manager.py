@@ -230,14 +230,18 @@ class DataManager:
             self._version = version
             self._cv.notify_all()
 
-    def pull(self, version: int | None = None, timeout: float | None = None) -> TrainBatch | None:
-        """Block until `batch_groups` curated groups are ready; None on timeout or close."""
+    def pull(self, version: int | None = None, timeout: float | None = None, *,
+             partial: bool = False) -> TrainBatch | None:
+        """Block until `batch_groups` curated groups are ready; None on timeout or close.
+
+        With `partial`, hand out whatever curated groups are ready when the wait ends (None if none).
+        """
         began = self._trainer_wait.begin()
         with self._cv:
             if version is not None:
                 self._version = version
             ok = self._cv.wait_for(lambda: self._fill() or self._closed, timeout=timeout)
-            if not ok or len(self._staged) < self.batch_groups:
+            if not (ok or partial) or not self._staged or (not partial and len(self._staged) < self.batch_groups):
                 return None
             staged, self._staged = self._staged[:self.batch_groups], self._staged[self.batch_groups:]
             batch = TrainBatch([e for s in staged for e in s[0]], [w for s in staged for w in s[1]],

@@ -1,0 +1,47 @@
+"""`agentgym train CONFIG`: run a training recipe (see configs/)."""
+
+from __future__ import annotations
+
+import typer
+import yaml
+
+from agentgym.cli.common import console, fail, guarded
+from agentgym.config import config_help, load_train_config
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+
+
+def _overrides(pairs: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"--set takes KEY=VALUE (a YAML value), got {pair!r}; e.g. --set updates=20")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+@guarded
+def train(
+    config: str = typer.Argument(None, help="YAML run config, e.g. configs/quickstart.yaml."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config key: --set updates=20 (repeatable)."),
+    help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default."),
+) -> None:
+    """Train a policy with RL: collect, assign credit, update, sync weights; progress as a table."""
+    if help_config:
+        console.print(config_help(), highlight=False)
+        return
+    if config is None:
+        fail("give a config file, e.g. agentgym train configs/quickstart.yaml (or --help-config for the keys)")
+    cfg = load_train_config(config, _overrides(set_))
+    from trainer.train import train as run_training
+
+    result = run_training(cfg, resume=resume)
+    rows = result.rows
+    last = rows[-1] if rows else {}
+    console.print(f"[bold]done[/]: {result.updates} updates ({result.stopped_by}), policy version "
+                  f"{result.policy_version}; last success {last.get('success_rate', float('nan')):.2f}; "
+                  f"outputs in {cfg.run_dir}/ (metrics.jsonl, tensorboard/, curve.png, checkpoints/)")

@@ -1,0 +1,179 @@
+"""Build every piece a run needs from its config, each from explicit arguments."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentgym.collector.collector import Collector
+from agentgym.collector.config import Task
+from agentgym.config import TrainConfig
+from agentgym.credit import compute_credit
+from agentgym.data import Curation, DataManager
+from agentgym.models import TinyModelSpec, load_model
+from agentgym.policy.base import SamplingParams
+from agentgym.registration import make
+from agentgym.trajectory import Episode
+from trainer.chat import prompt_tokenizer
+from trainer.loss import LossConfig
+from trainer.model import (
+    ModelSpec,
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    model_path,
+    resolve_dtype,
+    trainable_parameters,
+)
+from trainer.rollouts import RolloutDriver
+from trainer.update import PolicyUpdater, UpdateConfig
+from trainer.value_head import Critic
+from trainer.weight_sync import InProcessSync, SaveAndReloadSync
+
+
+@dataclass
+class Components:
+    """The live objects of one run."""
+
+    model: Any
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    critic: Critic | None
+    updater: PolicyUpdater
+    backend: Any
+    sync: Any
+    collector: Collector
+    eval_collector: Collector | None
+    dm: DataManager
+    driver: RolloutDriver
+    train_tasks: list[str]
+    eval_tasks: list[str]
+    prompt_tokenizer: Any
+    packed: bool
+
+    async def aclose(self) -> None:
+        for col in (self.collector, self.eval_collector):
+            if col is not None:
+                await col.aclose()
+        await self.backend.aclose()
+
+
+def model_spec(cfg: TrainConfig) -> ModelSpec:
+    tiny = TinyModelSpec(hidden_size=cfg.tiny_hidden_size, num_layers=cfg.tiny_layers,
+                         intermediate_size=cfg.tiny_intermediate_size)
+    return ModelSpec(cfg.model, tiny, cfg.dtype, cfg.device, cfg.gradient_checkpointing, cfg.lora_rank,
+                     cfg.lora_alpha, cfg.lora_dropout, tuple(cfg.lora_target_modules))
+
+
+def loss_config(cfg: TrainConfig) -> LossConfig:
+    return LossConfig(clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
+                      aggregation=cfg.aggregation, kl=cfg.kl, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
+                      importance=cfg.importance, is_low=cfg.is_low, is_cap=cfg.is_cap)
+
+
+def credit_fn(name: str, params: dict[str, Any]):
+    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> (advantages, returns)."""
+
+    def credit(episodes: Sequence[Episode], values: list[list[float]] | None):
+        kwargs = dict(params)
+        if values is not None:
+            kwargs["values"] = values
+        result = compute_credit(name, list(episodes), **kwargs)
+        returns = result.returns_per_episode() if result.returns is not None else None
+        return result.per_episode(), returns
+
+    return credit
+
+
+def split_tasks(cfg: TrainConfig) -> tuple[list[str], list[str]]:
+    env = make(cfg.env, **cfg.env_kwargs)
+    try:
+        ids = list(env.unwrapped.task_ids())
+    finally:
+        env.close()
+    n_train = cfg.train_tasks or max(1, len(ids) - cfg.eval_tasks)
+    train, held_out = ids[:n_train], ids[n_train:n_train + cfg.eval_tasks]
+    if cfg.eval_tasks and len(held_out) < cfg.eval_tasks:
+        raise ValueError(f"{cfg.env} has {len(ids)} tasks: not enough for {n_train} training and "
+                         f"{cfg.eval_tasks} held-out ones; lower train_tasks or eval_tasks")
+    return train, held_out
+
+
+def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any) -> tuple[Any, Any]:
+    """(rollout backend, weight sync). hf: an in-process copy of the policy; others: save-and-reload."""
+    if cfg.backend == "hf":
+        from agentgym.policy.hf import HFBackend
+
+        if hasattr(model, "peft_config"):  # a clean base model; merged LoRA weights arrive by weight sync
+            spec = model_spec(cfg)
+            device = next(model.parameters()).device
+            replica, _ = load_model(model_path(spec), dtype=resolve_dtype(spec.dtype, device), device=str(device))
+        else:
+            replica = copy.deepcopy(model)
+        backend = HFBackend(replica, tokenizer, max_batch_size=cfg.concurrency, seed=cfg.seed)
+        return backend, InProcessSync(backend)
+    if cfg.backend == "openai":
+        from agentgym.policy.openai import OpenAIBackend  # type: ignore[import-not-found]
+
+        backend = OpenAIBackend(cfg.backend_url, tokenizer=tokenizer)
+    else:
+        from agentgym.policy.vllm import VLLMBackend  # type: ignore[import-not-found]
+
+        backend = VLLMBackend.from_pretrained(cfg.model)
+    return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
+
+
+def build_components(cfg: TrainConfig, store: Any) -> Components:
+    model, tokenizer = build_model(model_spec(cfg))
+    device = next(model.parameters()).device
+    packed = cfg.layout == "packed" or (cfg.layout == "auto" and device.type == "cuda")
+    prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
+    optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)
+    total_steps = cfg.updates * cfg.ppo_epochs * cfg.mini_batches
+    scheduler = build_scheduler(optimizer, warmup=cfg.lr_warmup_updates * cfg.ppo_epochs * cfg.mini_batches,
+                                total=total_steps, schedule=cfg.lr_schedule)
+    critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm) \
+        if cfg.uses_critic else None
+    update_cfg = UpdateConfig(loss=loss_config(cfg), temperature=cfg.temperature, ppo_epochs=cfg.ppo_epochs,
+                              mini_batches=cfg.mini_batches, micro_batch_tokens=cfg.micro_batch_tokens,
+                              max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
+                              critic_warmup_updates=cfg.critic_warmup_updates, packed=packed,
+                              pad_id=tokenizer.pad_token_id or 0)
+    updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, credit_fn(cfg.estimator, cfg.estimator_params),
+                            critic=critic, device=device)
+    backend, sync = build_backend(cfg, model, tokenizer)
+    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    collector = Collector(cfg.env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
+                          concurrency=cfg.concurrency, sampling=sampling, run_id=cfg.name, progress=False,
+                          record_snapshots=cfg.estimator == "trace")
+    eval_collector = None
+    if cfg.eval_tasks:
+        eval_collector = Collector(cfg.env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
+                                   concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
+                                   sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
+    k = cfg.staleness_bound
+    in_flight = cfg.concurrency + (k or 0) * cfg.episodes_per_batch if cfg.mode == "async" else None
+    dm = DataManager(batch_groups=cfg.groups_per_batch, group_size=cfg.group_size, staleness_bound=k,
+                     stale=cfg.stale, stale_decay=cfg.stale_decay, infra=cfg.infra,
+                     curation=Curation(drop_zero_variance=cfg.drop_zero_variance,
+                                       top_entropy_fraction=cfg.top_entropy_fraction,
+                                       adaptive_rollouts=cfg.adaptive_rollouts, rollouts_max=cfg.group_size,
+                                       mix_successes=cfg.mix_successes, rare_success_rate=cfg.rare_success_rate),
+                     success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
+    train_tasks, eval_tasks = split_tasks(cfg)
+    driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward)
+    return Components(model, tokenizer, optimizer, scheduler, critic, updater, backend, sync, collector,
+                      eval_collector, dm, driver, train_tasks, eval_tasks, prompts, packed)
+
+
+async def evaluate(c: Components, cfg: TrainConfig) -> float:
+    """Greedy success rate on the held-out tasks."""
+    assert c.eval_collector is not None
+    result = await c.eval_collector.collect([Task(t, seed=i) for i, t in enumerate(c.eval_tasks)], group_size=1)
+    eps = result.episodes
+    return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps))

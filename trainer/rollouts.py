@@ -1,0 +1,149 @@
+"""The collection side of a training run: the real collector feeding the data manager.
+
+- `collect_batch` (sync mode): roll out whole groups, push them, until the data
+  manager can hand out a full batch (zero-variance groups dropped by curation
+  are refilled by further groups: dynamic sampling).
+- `produce` (async mode): keep groups in flight as long as the data manager's
+  backpressure allows, pushing each group as soon as it finishes, while the
+  trainer pulls batches on another thread.
+
+Retries owed for infrastructure failures are run first, into the group they complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.collector.config import Task
+from agentgym.data import DataManager, TrainBatch
+from agentgym.trajectory import Episode
+
+
+@dataclass
+class CollectTally:
+    """Outcomes of the episodes collected since the last `take` (unbiased by curation)."""
+
+    episodes: int = 0
+    successes: int = 0
+    reward_sum: float = 0.0
+    turns: int = 0
+    action_tokens: int = 0
+    generate_s: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, episodes: list[Episode], success_reward: float) -> None:
+        for e in episodes:
+            if e.metadata.get("source") == "replayed":
+                continue
+            self.episodes += 1
+            self.successes += int(e.total_reward >= success_reward)
+            self.reward_sum += e.total_reward
+            self.turns += e.num_turns
+            self.action_tokens += e.num_action_tokens
+
+
+class RolloutDriver:
+    """Feeds `dm` from `collector` with tasks drawn from `tasks` (see the module docstring)."""
+
+    def __init__(self, collector: Any, dm: DataManager, tasks: list[str], *, seed: int, success_reward: float):
+        self.collector, self.dm, self.tasks = collector, dm, tasks
+        self.success_reward = success_reward
+        self._rng = random.Random(seed)
+        self._tasks = self._task_stream()
+        self.tally = CollectTally()
+        self.groups_started = 0
+        self.failures: list[BaseException] = []
+
+    def _task_stream(self) -> Iterator[Task]:
+        while True:
+            order = list(self.tasks)
+            self._rng.shuffle(order)
+            for task_id in order:
+                yield Task(task_id, seed=self._rng.randrange(2**31))
+
+    def take_tally(self) -> CollectTally:
+        tally, self.tally = self.tally, CollectTally()
+        return tally
+
+    # ---- one group ---------------------------------------------------------------------------
+    async def run_group(self, task: Task, size: int, *, group_id: str | None = None, acquired: bool = False) -> None:
+        """Roll out `size` episodes of `task` and push them (into `group_id` when completing a retry)."""
+        self.groups_started += 1
+        try:
+            result = await self.collector.collect([task], group_size=size)
+        except BaseException:
+            if acquired:
+                for _ in range(size):
+                    self.dm.release()
+            raise
+        episodes = result.episodes
+        if group_id is not None:
+            for e in episodes:
+                e.group_id = group_id
+        elif episodes:
+            self.dm.expect_group(episodes[0].group_id, episodes[0].task_id, size)
+        self.tally.add(episodes, self.success_reward)
+        for e in episodes:
+            self.dm.push(e, acquired=acquired)
+        for _ in range(size - len(episodes)):  # paused or lost episodes: give their slots back
+            if acquired:
+                self.dm.release()
+
+    async def run_retries(self) -> None:
+        retries = self.dm.take_retries()
+        await asyncio.gather(*(self.run_group(Task(r.task_id, r.seed), 1, group_id=r.group_id) for r in retries))
+
+    # ---- sync mode ---------------------------------------------------------------------------
+    async def collect_batch(self, version: int, max_rounds: int = 4) -> TrainBatch | None:
+        """Collect until the data manager hands out a full batch; after `max_rounds` rounds take what
+        curation kept (None when it kept nothing: no group had any signal)."""
+        keep_rate = 1.0
+        for _ in range(max_rounds):
+            await self.run_retries()
+            batch = self.dm.pull(version=version, timeout=0)
+            if batch is not None:
+                return batch
+            missing = self.dm.batch_groups - self.dm.metrics().ready_groups
+            want = max(1, int(missing / max(keep_rate, 0.25) + 0.999))
+            before = self.dm.metrics()
+            tasks = [next(self._tasks) for _ in range(want)]
+            await asyncio.gather(*(self.run_group(t, self.dm.rollouts_for(t.task_id)) for t in tasks))
+            after = self.dm.metrics()
+            dropped = sum(after.dropped.values()) - sum(before.dropped.values())
+            pushed = max(1, after.pushed - before.pushed)
+            keep_rate = max(0.25, 1.0 - dropped / pushed) if dropped else 1.0
+        return self.dm.pull(version=version, timeout=0, partial=True)
+
+    # ---- async mode --------------------------------------------------------------------------
+    async def produce(self, stop: asyncio.Event) -> None:
+        """Launch groups whenever the data manager has room, until `stop` is set."""
+        running: set[asyncio.Task] = set()
+        try:
+            while not stop.is_set():
+                await self.run_retries()
+                task = next(self._tasks)
+                size = self.dm.rollouts_for(task.task_id)
+                for _ in range(size):
+                    while not self.dm.try_acquire():
+                        if stop.is_set():
+                            return
+                        await asyncio.sleep(0.002)
+                job = asyncio.create_task(self.run_group(task, size, acquired=True))
+                running.add(job)
+                job.add_done_callback(self._done(running))
+        finally:
+            for job in running:
+                job.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def _done(self, running: set[asyncio.Task]):
+        def callback(job: asyncio.Task) -> None:
+            running.discard(job)
+            if not job.cancelled() and job.exception() is not None:
+                self.failures.append(job.exception())
+        return callback

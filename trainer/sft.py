@@ -1,0 +1,85 @@
+"""Supervised warm start on the env's solver demonstrations (behaviour cloning on action tokens only).
+
+A randomly initialised model never emits a valid move, so RL gets no signal
+(the prototype in issue 6 showed it). A few steps on solver demonstrations
+teach the format and a little of the task. The demonstrations are collected
+by the real collector with the solver as a scripted policy (labelled
+``scripted``) and the policy's own tokenizer, so their token layout is exactly
+what the model will see during RL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentgym.collector.collector import Collector
+from agentgym.collector.config import Task
+from agentgym.policy.scripted import ScriptedBackend
+from agentgym.trajectory import Episode
+from trainer.forward import token_logprobs
+from trainer.packing import collate, episode_to_sample
+
+
+def solver_action(messages: list[dict[str, str]], env: Any) -> str:
+    """The env's built-in optimal action (a scripted policy)."""
+    return env.unwrapped.solver_action()
+
+
+async def collect_demonstrations(env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, tasks: list[str],
+                                 *, max_turns: int | None, seed: int) -> list[Episode]:
+    """One solver episode per task, recorded token by token (successful ones are returned)."""
+    collector = Collector(env_id, ScriptedBackend(solver_action, tokenizer), env_kwargs=env_kwargs,
+                          max_turns=max_turns, concurrency=len(tasks), progress=False)
+    try:
+        result = await collector.collect([Task(t, seed=seed + i) for i, t in enumerate(tasks)], group_size=1)
+    finally:
+        await collector.aclose()
+    return [e for e in result.episodes if e.total_reward > 0]
+
+
+@dataclass
+class SFTStats:
+    steps: int
+    first_loss: float
+    last_loss: float
+    demonstrations: int
+
+
+def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
+        pad_id: int = 0) -> SFTStats:
+    """`steps` full-batch AdamW steps of mean negative log-likelihood on the demonstrations' action tokens."""
+    if not demonstrations:
+        raise ValueError("no successful solver demonstrations to warm start from; check the env's solver")
+    rng = random.Random(seed)
+    samples = [episode_to_sample(e, [1.0] * e.num_turns) for e in demonstrations]
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        rng.shuffle(samples)
+        batch = collate(samples, packed=packed, pad_id=pad_id).to(device)
+        out = token_logprobs(model, batch)
+        loss = -(out.logprobs * batch.loss_mask).sum() / batch.loss_mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return SFTStats(steps, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
+                    len(demonstrations))
+
+
+def warm_start(model: Any, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *,
+               steps: int, lr: float, max_turns: int | None, seed: int, packed: bool = True) -> SFTStats:
+    """Collect solver demonstrations of `tasks` (rendered with `tokenizer`) and run `sft` on them.
+
+    `max_turns` None uses the env's own turn limit, so the solver can finish even when RL uses a shorter one.
+    """
+    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=max_turns, seed=seed))
+    return sft(model, demos, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0)

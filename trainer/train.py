@@ -1,0 +1,208 @@
+"""The training loop, top to bottom: `train(cfg)` is what `agentgym train CONFIG` runs.
+
+    build      policy (+ critic, + reference), rollout backend, collector, data manager, run log
+    resume     model, optimizer, scheduler, RNG, data cursor and policy version from the latest checkpoint
+    warm start a few SFT steps on solver demonstrations (fresh runs only, when configured)
+    loop       sync:  collect a batch -> update -> push weights
+               async: the collector runs on the event loop, the trainer on a thread; they meet
+                      only in the data manager
+    each update: metrics row (jsonl, TensorBoard, store, table), checkpoint every N updates
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentgym.config import TrainConfig
+from agentgym.data import Cursor, DataManager
+from agentgym.store import TrajectoryStore
+from trainer.checkpoint import CheckpointManager, TrainerState
+from trainer.components import Components, build_components, evaluate
+from trainer.run_log import RunLog
+from trainer.sft import warm_start
+
+
+@dataclass
+class RunResult:
+    """How a run ended."""
+
+    updates: int
+    policy_version: int
+    rows: list[dict[str, float]]
+    stopped_by: str  #: "updates" | "time_limit"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
+    """Run `cfg` to the end (or to its time limit); with `resume`, continue from the latest checkpoint."""
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    seed_everything(cfg.seed)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    store = TrajectoryStore(cfg.store_url)
+    c = build_components(cfg, store)
+    ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+    start, version = 0, 0
+    latest = ckpt.latest() if resume else None
+    log = RunLog(cfg.run_dir, run_id=cfg.name, store=store, tensorboard=cfg.tensorboard, plot=cfg.plot,
+                 resume=latest is not None)
+    if latest is not None:
+        state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
+        start, version = state.update, state.policy_version
+        c.updater.updates_done = start
+        c.dm.restore(Cursor.from_dict(state.cursor), store.iter_episodes(run_id=cfg.name))
+        log.truncate_after(start)
+        log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
+    else:
+        store.log_run(cfg.name, cfg.model_dump())
+        if cfg.sft_steps:
+            sft = warm_start(c.model, c.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
+                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed,
+                             packed=c.packed)
+            log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
+                              f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
+        if c.updater.reference is not None:
+            c.updater.reference.load_state_dict(c.model.state_dict())
+    c.sync.push(c.model, version)
+    c.dm.set_version(version)
+    loop = _sync_loop if cfg.mode == "sync" else _async_loop
+    try:
+        result = asyncio.run(loop(cfg, c, log, ckpt, start, version))
+    finally:
+        log.close()
+        asyncio.run(c.aclose())
+    return result
+
+
+# ---- one update's bookkeeping ------------------------------------------------------------------
+
+class Progress:
+    """Turns each update into a metrics row and a checkpoint when due."""
+
+    def __init__(self, cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int):
+        self.cfg, self.c, self.log, self.ckpt = cfg, c, log, ckpt
+        self.started = time.perf_counter()
+        self.elapsed_before = log.rows()[-1]["elapsed_s"] if start and log.rows() else 0.0
+        self.trained_episodes = int(log.rows()[-1]["episodes"]) if start and log.rows() else 0
+        self.last = time.perf_counter()
+
+    def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
+        now = time.perf_counter()
+        tally = self.c.driver.take_tally()
+        self.trained_episodes += len(batch.episodes)
+        wall = max(now - self.last, 1e-9)
+        self.last = now
+        row: dict[str, float] = {
+            "update": update, "policy_version": version, "episodes": self.trained_episodes,
+            "success_rate": tally.successes / tally.episodes if tally.episodes else float("nan"),
+            "reward_mean": tally.reward_sum / tally.episodes if tally.episodes else float("nan"),
+            "collected_episodes": tally.episodes, "batch_episodes": len(batch.episodes),
+            "batch_reward_mean": float(np.mean([e.total_reward for e in batch.episodes])),
+            "staleness_mean": float(np.mean(batch.staleness)) if batch.staleness else 0.0,
+            "staleness_max": float(max(batch.staleness, default=0)),
+            "tokens_per_s": stats.tokens / wall, "update_s": stats.seconds, "iteration_s": wall,
+            "lr": float(self.c.scheduler.get_last_lr()[0]),
+            "elapsed_s": self.elapsed_before + now - self.started,
+            **stats.flat(), **self.c.dm.metrics().flat(), **extra,
+        }
+        self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
+        every = self.cfg.checkpoint_every
+        if (every and update % every == 0) or update == self.cfg.updates:
+            self.save(update, version)
+        return row
+
+    def save(self, update: int, version: int) -> None:
+        c = self.c
+        self.ckpt.save(model=c.model, tokenizer=c.tokenizer, optimizer=c.optimizer, scheduler=c.scheduler,
+                       critic=c.critic, state=TrainerState(update, version, c.dm.cursor().to_dict(), {}))
+
+    def out_of_time(self) -> bool:
+        limit = self.cfg.time_limit_s
+        return limit is not None and self.elapsed_before + time.perf_counter() - self.started >= limit
+
+    async def maybe_eval(self, update: int) -> dict[str, float]:
+        cfg = self.cfg
+        if not (cfg.eval_every and cfg.eval_tasks and update % cfg.eval_every == 0):
+            return {}
+        return {"eval_success_rate": await evaluate(self.c, cfg)}
+
+
+# ---- sync: generate a batch, then train --------------------------------------------------------
+
+async def _sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int,
+                     version: int) -> RunResult:
+    progress = Progress(cfg, c, log, ckpt, start)
+    update, stopped_by = start, "updates"
+    while update < cfg.updates:
+        if progress.out_of_time():
+            stopped_by = "time_limit"
+            break
+        batch = await c.driver.collect_batch(version, cfg.max_refill_rounds)  # -- collect a full batch
+        if batch is None:
+            continue  # curation kept no group: nothing to learn from; collect again
+        stats = await asyncio.to_thread(c.updater.update, batch)  # -- one policy update
+        update, version = update + 1, version + 1
+        c.sync.push(c.model, version)                             # -- new weights to the rollout side
+        c.dm.set_version(version)
+        extra = await progress.maybe_eval(update)
+        progress.record(update, version, batch, stats, extra)
+    return RunResult(update, version, log.rows(), stopped_by)
+
+
+# ---- async: collection and training overlap through the data manager --------------------------
+
+async def _async_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int,
+                      version: int) -> RunResult:
+    progress = Progress(cfg, c, log, ckpt, start)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    state = {"update": start, "version": version, "stopped_by": "updates"}
+    error: list[BaseException] = []
+
+    def trainer_thread() -> None:
+        try:
+            while state["update"] < cfg.updates and not stop.is_set():
+                if progress.out_of_time():
+                    state["stopped_by"] = "time_limit"
+                    break
+                batch = c.dm.pull(version=state["version"], timeout=1.0)
+                if batch is None:
+                    continue
+                stats = c.updater.update(batch)
+                state["update"] += 1
+                state["version"] += 1
+                c.sync.push(c.model, state["version"])  # the backend swaps weights between generation batches
+                c.dm.set_version(state["version"])
+                extra = asyncio.run_coroutine_threadsafe(progress.maybe_eval(state["update"]), loop).result()
+                progress.record(state["update"], state["version"], batch, stats, extra)
+        except BaseException as exc:
+            error.append(exc)
+        finally:
+            loop.call_soon_threadsafe(stop.set)
+
+    thread = threading.Thread(target=trainer_thread, name="agentgym-trainer", daemon=True)
+    thread.start()
+    producer = asyncio.create_task(c.driver.produce(stop))
+    await stop.wait()
+    c.dm.close()
+    await asyncio.to_thread(thread.join)
+    producer.cancel()
+    await asyncio.gather(producer, return_exceptions=True)
+    if error:
+        raise error[0]
+    if c.driver.failures:
+        raise c.driver.failures[0]
+    return RunResult(int(state["update"]), int(state["version"]), log.rows(), str(state["stopped_by"]))

@@ -1,0 +1,228 @@
+"""One policy update from one batch of the data manager, top to bottom.
+
+    samples   = episodes -> sequences (advantages from credit assignment, broadcast per token)
+    lp_old    = no-grad forward with the weights at the start of the update (proximal policy)
+    lp_ref    = frozen reference (only when KL is on)
+    filter    = keep the highest-entropy turns (optional, DART)
+    for epoch, mini-batch: accumulate micro-batch gradients, clip, step
+
+Micro-batch losses are scaled so that the accumulated gradient equals the
+gradient of the mini-batch's aggregated loss (token counts for token-mean,
+sample counts for the sequence means).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentgym.data import TrainBatch, select_high_entropy_steps
+from agentgym.trajectory import Episode
+from trainer.forward import token_logprobs
+from trainer.loss import LossConfig, policy_loss
+from trainer.model import trainable_parameters
+from trainer.packing import Sample, TokenBatch, collate, episode_to_sample, micro_batches
+from trainer.value_head import Critic
+
+#: (episodes, per-turn critic values or None) -> (per-turn advantages, per-turn returns or None)
+CreditFn = Callable[[Sequence[Episode], list[list[float]] | None], tuple[list[list[float]], list[list[float]] | None]]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """Explicit knobs of `PolicyUpdater` (mapped from the run config)."""
+
+    loss: LossConfig = LossConfig()
+    temperature: float = 1.0
+    ppo_epochs: int = 1
+    mini_batches: int = 1
+    micro_batch_tokens: int = 8192
+    max_grad_norm: float = 1.0
+    top_entropy_fraction: float | None = None
+    critic_warmup_updates: int = 0
+    packed: bool = True  #: padding-free packing (else length-sorted padded rows)
+    pad_id: int = 0  #: pad token of the padded layout
+
+
+@dataclass
+class UpdateStats:
+    """What one update did (scalars for the metrics row)."""
+
+    policy_loss: float = 0.0
+    kl: float = 0.0
+    entropy: float = 0.0
+    clip_fraction: float = 0.0
+    is_weight_mean: float = 1.0
+    grad_norm: float = 0.0
+    advantage_abs_mean: float = 0.0
+    tokens: int = 0
+    action_tokens: int = 0
+    seconds: float = 0.0
+    critic: dict[str, float] = field(default_factory=dict)
+
+    def flat(self) -> dict[str, float]:
+        out = {k: float(v) for k, v in self.__dict__.items() if k != "critic"}
+        out.update({f"critic_{k}": v for k, v in self.critic.items()})
+        return out
+
+
+class PolicyUpdater:
+    """Holds the policy, its optimizer and schedule, the optional reference and critic; `update(batch)`."""
+
+    def __init__(self, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: UpdateConfig,
+                 credit: CreditFn, *, critic: Critic | None = None, device: torch.device | None = None):
+        self.model, self.optimizer, self.scheduler, self.cfg = model, optimizer, scheduler, cfg
+        self.credit, self.critic = credit, critic
+        self.device = device or next(model.parameters()).device
+        self.reference = self._reference() if cfg.loss.kl != "off" else None
+        self.updates_done = 0
+
+    def _reference(self) -> Any:
+        if hasattr(self.model, "disable_adapter"):
+            return None  # LoRA: the reference is the base model with the adapter switched off
+        ref = copy.deepcopy(self.model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref
+
+    # ---- the update ----------------------------------------------------------------------------
+    def update(self, batch: TrainBatch) -> UpdateStats:
+        started = time.perf_counter()
+        samples = self._samples(batch)
+        stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
+        stats.advantage_abs_mean = _abs_mean([a for s in samples for a, m in zip(s.advantages, s.loss_mask) if m])
+        if self.critic is not None:
+            packed = [self._collate(g) for g in self._groups(samples)]
+            stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
+        if self.updates_done >= self.cfg.critic_warmup_updates:
+            self._policy_epochs(samples, stats)
+        self.updates_done += 1
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def _samples(self, batch: TrainBatch) -> list[Sample]:
+        episodes = batch.episodes
+        values = None
+        if self.critic is not None:
+            layout = [episode_to_sample(e, [0.0] * e.num_turns) for e in episodes]
+            groups = self._groups(layout)
+            by_id: dict[str, list[float]] = {}
+            for g, vs in zip(groups, self.critic.values([self._collate(g) for g in groups]), strict=True):
+                flat, i = vs.tolist(), 0
+                for s in g:
+                    by_id[s.episode_id] = flat[i:i + len(s.turn_starts)]
+                    i += len(s.turn_starts)
+            values = [by_id[e.id] for e in episodes]
+        advantages, returns = self.credit(episodes, values)
+        return [episode_to_sample(e, adv, weight=w, turn_returns=(returns[k] if returns else ()))
+                for k, (e, adv, w) in enumerate(zip(episodes, advantages, batch.weights, strict=True))]
+
+    def _groups(self, samples: list[Sample]) -> list[list[Sample]]:
+        ordered = samples if self.cfg.packed else sorted(samples, key=len)
+        return micro_batches(ordered, self.cfg.micro_batch_tokens)
+
+    def _collate(self, samples: list[Sample]) -> TokenBatch:
+        return collate(samples, packed=self.cfg.packed, pad_id=self.cfg.pad_id).to(self.device)
+
+    def _policy_epochs(self, samples: list[Sample], stats: UpdateStats) -> None:
+        groups = self._groups(samples)
+        batches = [self._collate(g) for g in groups]
+        lp_old, lp_ref, entropy = self._reference_passes(batches)
+        if self.cfg.top_entropy_fraction is not None:
+            _keep_high_entropy(batches, groups, entropy, self.cfg.top_entropy_fraction)
+        order = list(range(len(batches)))
+        per_mini = max(1, -(-len(order) // self.cfg.mini_batches))
+        logs: list[tuple[float, Any]] = []
+        for _ in range(self.cfg.ppo_epochs):
+            for start in range(0, len(order), per_mini):
+                idx = order[start:start + per_mini]
+                logs += self._mini_batch([batches[i] for i in idx], [lp_old[i] for i in idx],
+                                         [lp_ref[i] for i in idx] if lp_ref else None, stats)
+        total = sum(w for w, _ in logs) or 1.0
+        for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean"):
+            setattr(stats, name, sum(w * getattr(o, name) for w, o in logs) / total)
+
+    @torch.no_grad()
+    def _reference_passes(self, batches: list[TokenBatch]):
+        lp_old, lp_ref, ent = [], [], []
+        was_training = self.model.training
+        self.model.eval()
+        for b in batches:
+            out = token_logprobs(self.model, b, temperature=self.cfg.temperature, entropy=True)
+            lp_old.append(out.logprobs)
+            ent.append(out.entropy)
+            if self.cfg.loss.kl != "off":
+                ctx = self.model.disable_adapter() if self.reference is None else nullcontext()
+                with ctx:
+                    ref_model = self.model if self.reference is None else self.reference
+                    lp_ref.append(token_logprobs(ref_model, b, temperature=self.cfg.temperature).logprobs)
+        self.model.train(was_training)
+        return lp_old, lp_ref, ent
+
+    def _mini_batch(self, batches: list[TokenBatch], lp_old: list[torch.Tensor], lp_ref: list[torch.Tensor] | None,
+                    stats: UpdateStats) -> list[tuple[float, Any]]:
+        cfg = self.cfg.loss
+        seq_mode = cfg.aggregation != "token-mean"
+        n_tokens = sum(float(b.loss_mask.sum()) for b in batches) or 1.0
+        n_seqs = sum(_samples_with_tokens(b) for b in batches) or 1
+        max_len = cfg.max_length or max(_longest(b) for b in batches)
+        loss_cfg = LossConfig(**{**cfg.__dict__, "max_length": max_len})
+        self.optimizer.zero_grad(set_to_none=True)
+        logs = []
+        for i, b in enumerate(batches):
+            out = token_logprobs(self.model, b, temperature=self.cfg.temperature, entropy=True)
+            res = policy_loss(loss_cfg, lp_cur=out.logprobs, lp_old=lp_old[i], advantages=b.advantages,
+                              mask=b.loss_mask, sample_index=b.sample_index, num_samples=b.num_samples,
+                              lp_beh=b.behavior_logprobs, lp_ref=lp_ref[i] if lp_ref else None,
+                              entropy=out.entropy, token_weight=b.token_weight)
+            if cfg.aggregation == "seq-mean-token-sum-norm":
+                scale = 1.0
+            elif seq_mode:
+                scale = _samples_with_tokens(b) / n_seqs
+            else:
+                scale = float(b.loss_mask.sum()) / n_tokens
+            (res.loss * scale).backward()
+            logs.append((max(res.num_tokens, 0), res))
+        norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.cfg.max_grad_norm)
+        stats.grad_norm = float(norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        return logs
+
+
+def _samples_with_tokens(b: TokenBatch) -> int:
+    counts = torch.zeros(b.num_samples, device=b.loss_mask.device).index_add(0, b.sample_index, b.loss_mask)
+    return int((counts > 0).sum())
+
+
+def _longest(b: TokenBatch) -> int:
+    counts = torch.zeros(b.num_samples, device=b.loss_mask.device).index_add(0, b.sample_index, b.loss_mask)
+    return int(counts.max()) if counts.numel() else 1
+
+
+def _abs_mean(values: list[float]) -> float:
+    return sum(abs(v) for v in values) / len(values) if values else 0.0
+
+
+def _keep_high_entropy(batches: list[TokenBatch], groups: list[list[Sample]], entropy: list[torch.Tensor],
+                       fraction: float) -> None:
+    """Zero the loss mask of every turn outside the top `fraction` by mean token entropy (in place)."""
+    spans: list[tuple[int, int, int]] = []  # (batch, start, end) of each turn's action tokens
+    means: list[float] = []
+    for bi, (group, ent) in enumerate(zip(groups, entropy, strict=True)):
+        for s, offset in zip(group, batches[bi].offsets, strict=True):
+            for start, length in zip(s.turn_starts, s.turn_lengths, strict=True):
+                a, z = offset + start, offset + start + length
+                m = batches[bi].loss_mask[a:z]
+                if length and float(m.sum()) > 0:
+                    spans.append((bi, a, z))
+                    means.append(float((ent[a:z] * m).sum() / m.sum()))
+    for (bi, a, z), keep in zip(spans, select_high_entropy_steps(means, fraction), strict=True):
+        if not keep:
+            batches[bi].loss_mask[a:z] = 0
