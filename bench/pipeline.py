@@ -60,7 +60,6 @@ from agentgym.core import AgentEnv  # noqa: E402
 from agentgym.data import Curation, DataManager, TrainBatch  # noqa: E402
 from agentgym.policy.base import Backend, Completion, FinishReason, GenerationRequest, SamplingParams  # noqa: E402
 
-
 # ---- simulated pieces (labelled) ---------------------------------------------------------------
 
 class OneTurnEnv(AgentEnv):
