@@ -1,0 +1,23 @@
+"""`runtime: ray`: env workers, rollout workers, the data manager and the trainer as Ray actors.
+
+The same objects flow as in one process, and the same code runs in each
+actor (the collector and `RolloutDriver`, the `DataManager`, the policy side
+and loops of `trainer.train`); only the transport between stages changes:
+
+- `env_worker`: `EnvWorker` actors hold the envs; the collector drives them through `RemoteEnv` proxies;
+- `rollout_worker`: `RolloutWorker` actors run the collector against a policy replica and push to the data manager;
+- `data_actor`: `DataManagerActor` wraps the data manager; `RemoteDataManager` is its proxy;
+- `trainer_actor`: `TrainerActor` pulls batches, updates, and sends weights through the object store;
+- `driver`: `run_on_ray(cfg)` creates the actors, runs the trainer, tears everything down;
+- `settings`: `RaySettings`, the placement (worker counts, resources, cluster address).
+
+Ray advertises the machine's non-loopback address; on machines where that
+must not be used, run inside a loopback-only network namespace
+(``scripts/ray-netns.sh``). ``python -m trainer.ray_runtime CONFIG`` runs a
+config on Ray and prints a JSON summary.
+"""
+
+from trainer.ray_runtime.driver import run_on_ray, run_ray
+from trainer.ray_runtime.settings import RaySettings
+
+__all__ = ["RaySettings", "run_on_ray", "run_ray"]

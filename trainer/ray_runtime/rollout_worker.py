@@ -1,0 +1,137 @@
+"""Rollout workers: actors that run the real collector and rollout driver against a policy replica.
+
+Each worker builds what a local run builds on its collection side (policy
+replica as the rollout backend, the collector, the `RolloutDriver`) over a
+`RemoteDataManager` and, when env workers exist, a `RemoteEnvFactory`. Its
+asyncio loop runs on a thread of its own; the actor's methods hand work to it:
+
+- `start()` (async mode): `driver.produce` keeps groups in flight until `halt()`;
+- `collect_batch(version, rounds)` (sync mode): one full batch, as the local loop collects it;
+- `update_weights(state_dict, version)`: the trainer's new weights, loaded by the
+  backend between two generation batches; tokens sampled afterwards carry `version`;
+- `evaluate(tasks, group_size)`: greedy episodes on held-out tasks (no store, no data manager);
+- `take_tally()`: outcomes of the episodes collected since the last call;
+- `close()`: halt, close collectors and backend, stop the loop (the driver calls it at the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Coroutine
+from typing import Any
+
+from agentgym.collector.collector import Collector
+from agentgym.collector.config import CollectResult, Task
+from agentgym.config import TrainConfig
+from agentgym.data import TrainBatch
+from agentgym.policy.base import SamplingParams
+from trainer.ray_runtime.data_actor import RemoteDataManager
+from trainer.ray_runtime.env_worker import RemoteEnvFactory
+
+
+class RolloutWorker:
+    """Actor body (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig, index: int, data_manager: Any, env_workers: list[Any]):
+        import torch
+
+        from agentgym.store import TrajectoryStore
+        from trainer.chat import prompt_tokenizer
+        from trainer.components import build_backend, model_spec, split_tasks
+        from trainer.model import build_model
+        from trainer.rollouts import RolloutDriver
+
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        seed = cfg.seed + 1000 * index
+        random.seed(seed)
+        torch.manual_seed(seed)
+        self.index = index
+        model, tokenizer = build_model(model_spec(cfg))
+        self.backend, _ = build_backend(cfg.model_copy(update={"seed": seed}), model, tokenizer)
+        del model  # the backend holds its own replica
+        prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
+        env: Any = RemoteEnvFactory(cfg.env, env_workers) if env_workers else cfg.env
+        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+        self.collector = Collector(env, self.backend, TrajectoryStore(cfg.store_url), tokenizer=prompts,
+                                   env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns, concurrency=cfg.concurrency,
+                                   sampling=sampling, run_id=cfg.name, progress=False,
+                                   record_snapshots=cfg.estimator == "trace")
+        self.eval_collector = Collector(env, self.backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs,
+                                        max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
+                                        run_id=f"{cfg.name}-eval",
+                                        sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
+        train_tasks, _ = split_tasks(cfg)
+        self.driver = RolloutDriver(self.collector, RemoteDataManager(data_manager), train_tasks, seed=seed,
+                                    success_reward=cfg.success_reward)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"rollout-{index}", daemon=True)
+        self._thread.start()
+        self._stop: asyncio.Event | None = None
+        self._producer: Any = None
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def ready(self) -> int:
+        """The backend's policy version (a cheap call that returns once the worker is built)."""
+        return self.backend.version
+
+    # ---- async mode --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Keep groups in flight (backpressure from the data manager) until `halt`."""
+        async def begin() -> None:
+            self._stop = asyncio.Event()
+            self._producer = asyncio.ensure_future(self.driver.produce(self._stop))
+
+        self._run(begin())
+
+    def halt(self) -> list[str]:
+        """Stop producing (in-flight groups are cancelled); returns the collection failures (as text)."""
+        async def end() -> None:
+            if self._stop is not None:
+                self._stop.set()
+            if self._producer is not None:
+                await asyncio.gather(self._producer, return_exceptions=True)
+            self._stop = self._producer = None
+
+        if not self._closed:
+            self._run(end())
+        return self.failures()
+
+    def close(self) -> None:
+        """Halt, close the collectors and the backend, stop the event loop (idempotent)."""
+        if self._closed:
+            return
+        self.halt()
+
+        async def close_all() -> None:
+            for collector in (self.collector, self.eval_collector):
+                await collector.aclose()
+            await self.backend.aclose()
+
+        self._run(close_all())
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+
+    def failures(self) -> list[str]:
+        return [f"{type(e).__name__}: {e}" for e in self.driver.failures]
+
+    # ---- sync mode ---------------------------------------------------------------------------
+    def collect_batch(self, version: int, max_rounds: int) -> TrainBatch | None:
+        return self._run(self.driver.collect_batch(version, max_rounds))
+
+    # ---- weights, evaluation, meters ---------------------------------------------------------
+    def update_weights(self, state_dict: dict[str, Any], version: int) -> int:
+        """Load the trainer's weights as policy `version` (the argument arrives from the object store)."""
+        return self._run(self.backend.aupdate_weights(state_dict, version=version))
+
+    def evaluate(self, tasks: list[Task], group_size: int) -> CollectResult:
+        return self._run(self.eval_collector.collect(tasks, group_size=group_size))
+
+    def take_tally(self) -> Any:
+        return self.driver.take_tally()

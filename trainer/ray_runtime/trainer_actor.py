@@ -1,0 +1,216 @@
+"""The trainer actor: the local run's policy side and loops, with every other stage behind a Ray handle.
+
+`TrainerActor.run` is `trainer.train.train` for one process that holds only
+the policy: it builds `build_policy_side(cfg)`, resumes or warm-starts exactly
+as a local run does, and runs the same loops (`_sync_loop` for sync mode,
+`trainer_loop` for async mode) over a `TrainerView`, whose data manager,
+rollout driver, evaluator and weight sync are proxies to the other actors:
+
+- weights: after each update the merged state dict goes into the object store
+  once (`ray.put`) and every rollout worker loads it as the new policy version;
+- sync mode: rollout worker 0 collects each batch (the local loop's collection);
+- async mode: every rollout worker produces until the run ends; a watchdog stops
+  the loop early when a worker reports a collection failure, which is then raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.collector.config import CollectResult, Task
+from agentgym.config import TrainConfig
+from agentgym.data import TrainBatch
+from trainer.ray_runtime.data_actor import RemoteDataManager
+from trainer.ray_runtime.env_worker import _await
+
+
+class CollectionFailed(RuntimeError):
+    """A rollout worker's collection failed during an async run."""
+
+
+class RayWeightSync:
+    """Weight sync through the object store: one `ray.put`, every rollout worker loads it."""
+
+    def __init__(self, workers: list[Any]):
+        self.workers = workers
+
+    def push(self, model: Any, version: int) -> int:
+        import ray
+
+        from trainer.model import merged_state_dict
+
+        state = {k: v.detach().to("cpu") for k, v in merged_state_dict(model).items()}
+        ref = ray.put(state)
+        versions = ray.get([w.update_weights.remote(ref, version) for w in self.workers])
+        if any(v != version for v in versions):
+            raise RuntimeError(f"rollout workers report policy versions {versions} after loading version {version}")
+        return version
+
+
+class RemoteDriver:
+    """The rollout driver's face to the trainer loops: batches from worker 0, tallies from all workers."""
+
+    def __init__(self, workers: list[Any]):
+        self.workers = workers
+        self.failures: list[BaseException] = []
+
+    async def collect_batch(self, version: int, max_rounds: int = 4) -> TrainBatch | None:
+        return await _await(self.workers[0].collect_batch.remote(version, max_rounds))
+
+    def take_tally(self) -> Any:
+        import ray
+
+        return merge_tallies(ray.get([w.take_tally.remote() for w in self.workers]))
+
+
+def merge_tallies(tallies: Iterable[Any]) -> Any:
+    """One `CollectTally` summing the workers' (the earliest start time is kept)."""
+    from trainer.rollouts import CollectTally
+
+    out = CollectTally()
+    items = list(tallies)
+    for f in dataclasses.fields(CollectTally):
+        if f.name == "started":
+            out.started = min((t.started for t in items), default=out.started)
+        else:
+            setattr(out, f.name, sum((getattr(t, f.name) for t in items), getattr(out, f.name)))
+    return out
+
+
+class RemoteEvalCollector:
+    """Held-out evaluation on rollout worker 0 (greedy, not stored, not trained)."""
+
+    def __init__(self, worker: Any):
+        self.worker = worker
+
+    async def collect(self, tasks: Iterable[Task], *, group_size: int = 1) -> CollectResult:
+        return await _await(self.worker.evaluate.remote(list(tasks), group_size))
+
+
+@dataclass
+class TrainerView:
+    """What the trainer loops read of `trainer.components.Components`, with Ray proxies for remote stages."""
+
+    model: Any
+    tokenizer: Any
+    optimizer: Any
+    scheduler: Any
+    critic: Any
+    updater: Any
+    sync: RayWeightSync
+    dm: RemoteDataManager
+    driver: RemoteDriver
+    eval_collector: RemoteEvalCollector | None
+    train_tasks: list[str]
+    eval_tasks: list[str]
+    prompt_tokenizer: Any
+    packed: bool
+
+
+class TrainerActor:
+    """Actor body (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig, data_manager: Any, workers: list[Any]):
+        import torch
+
+        from agentgym.store import TrajectoryStore
+        from trainer.chat import prompt_tokenizer
+        from trainer.components import build_policy_side, split_tasks
+        from trainer.train import seed_everything
+
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        seed_everything(cfg.seed)
+        self.cfg, self.workers = cfg, workers
+        self.store = TrajectoryStore(cfg.store_url)
+        self.dm_actor = data_manager
+        p = build_policy_side(cfg)
+        train_tasks, eval_tasks = split_tasks(cfg)
+        self.view = TrainerView(p.model, p.tokenizer, p.optimizer, p.scheduler, p.critic, p.updater,
+                                RayWeightSync(workers), RemoteDataManager(data_manager), RemoteDriver(workers),
+                                RemoteEvalCollector(workers[0]) if cfg.eval_tasks else None, train_tasks, eval_tasks,
+                                prompt_tokenizer(p.tokenizer, cfg.chat_tools), p.packed)
+
+    def run(self, resume: bool = False) -> Any:
+        """Train to the end (or the time limit); with `resume`, continue from the latest checkpoint."""
+        from trainer.checkpoint import CheckpointManager
+        from trainer.run_log import RunLog
+        from trainer.train import _sync_loop
+
+        cfg, c = self.cfg, self.view
+        ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+        latest = ckpt.latest() if resume else None
+        log = RunLog(cfg.run_dir, run_id=cfg.name, store=self.store, tensorboard=cfg.tensorboard, plot=cfg.plot,
+                     resume=latest is not None)
+        try:
+            start, version = self._resume(ckpt, latest, log) if latest is not None else self._fresh(log)
+            c.sync.push(c.model, version)
+            c.dm.set_version(version)
+            if cfg.mode == "sync":
+                return asyncio.run(_sync_loop(cfg, c, log, ckpt, start, version))
+            return self._async(log, ckpt, start, version)
+        finally:
+            log.close()
+
+    # ---- start: fresh or resumed, as `trainer.train.train` does ------------------------------
+    def _fresh(self, log: Any) -> tuple[int, int]:
+        from trainer.sft import warm_start
+
+        cfg, c = self.cfg, self.view
+        self.store.log_run(cfg.name, cfg.model_dump())
+        if cfg.sft_steps:
+            sft = warm_start(c.model, c.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
+                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed, packed=c.packed)
+            log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
+                              f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
+        if c.updater.reference is not None:
+            c.updater.reference.load_state_dict(c.model.state_dict())
+        return 0, 0
+
+    def _resume(self, ckpt: Any, latest: Any, log: Any) -> tuple[int, int]:
+        import ray
+
+        cfg, c = self.cfg, self.view
+        state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
+        c.updater.updates_done = state.update
+        ray.get(self.dm_actor.restore.remote(state.cursor, cfg.store_url, cfg.name))
+        log.truncate_after(state.update)
+        log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {state.update}, "
+                          f"policy version {state.policy_version}")
+        return state.update, state.policy_version
+
+    # ---- async: rollout workers produce, this actor pulls ------------------------------------
+    def _async(self, log: Any, ckpt: Any, start: int, version: int) -> Any:
+        import ray
+
+        from trainer.train import Progress, trainer_loop
+
+        cfg, c = self.cfg, self.view
+        evaluator = Progress(cfg, c, log, ckpt, start)
+        stop = threading.Event()
+        ray.get([w.start.remote() for w in self.workers])
+        watchdog = threading.Thread(target=self._watch, args=(stop,), name="collection-watchdog", daemon=True)
+        watchdog.start()
+        try:
+            result = trainer_loop(cfg, c, log, ckpt, start, version, stop=stop,
+                                  evaluate_fn=lambda update: asyncio.run(evaluator.maybe_eval(update)))
+        finally:
+            stop.set()
+            c.dm.close()
+            failures = [f for fs in ray.get([w.halt.remote() for w in self.workers]) for f in fs]
+            watchdog.join()
+        if failures:
+            raise CollectionFailed(f"{len(failures)} collection failure(s) on the rollout workers; first: {failures[0]}")
+        return result
+
+    def _watch(self, stop: threading.Event, every_s: float = 2.0) -> None:
+        import ray
+
+        while not stop.wait(every_s):
+            if any(ray.get([w.failures.remote() for w in self.workers])):
+                stop.set()
