@@ -60,7 +60,8 @@ class Components:
         for col in (self.collector, self.eval_collector):
             if col is not None:
                 await col.aclose()
-        await self.backend.aclose()
+        if self.backend is not None:
+            await self.backend.aclose()
 
 
 def model_spec(cfg: TrainConfig) -> ModelSpec:
@@ -128,15 +129,28 @@ def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any) -> tuple[Any, An
     return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
 
 
-def build_components(cfg: TrainConfig, store: Any) -> Components:
+@dataclass
+class PolicySide:
+    """The trainer's half of a run (what the Ray trainer builds without a collector)."""
+
+    model: Any
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    critic: Critic | None
+    updater: PolicyUpdater
+    packed: bool
+
+
+def build_policy_side(cfg: TrainConfig) -> PolicySide:
+    """Policy, optimizer, schedule, optional critic and the updater."""
     model, tokenizer = build_model(model_spec(cfg))
     device = next(model.parameters()).device
     packed = cfg.layout == "packed" or (cfg.layout == "auto" and device.type == "cuda")
-    prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
     optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)
-    total_steps = cfg.updates * cfg.ppo_epochs * cfg.mini_batches
-    scheduler = build_scheduler(optimizer, warmup=cfg.lr_warmup_updates * cfg.ppo_epochs * cfg.mini_batches,
-                                total=total_steps, schedule=cfg.lr_schedule)
+    steps_per_update = cfg.ppo_epochs * cfg.mini_batches
+    scheduler = build_scheduler(optimizer, warmup=cfg.lr_warmup_updates * steps_per_update,
+                                total=cfg.updates * steps_per_update, schedule=cfg.lr_schedule)
     critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm) \
         if cfg.uses_critic else None
     update_cfg = UpdateConfig(loss=loss_config(cfg), temperature=cfg.temperature, ppo_epochs=cfg.ppo_epochs,
@@ -146,6 +160,14 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
                               pad_id=tokenizer.pad_token_id or 0)
     updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, credit_fn(cfg.estimator, cfg.estimator_params),
                             critic=critic, device=device)
+    return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater, packed)
+
+
+def build_components(cfg: TrainConfig, store: Any) -> Components:
+    """Every live object of a local run."""
+    p = build_policy_side(cfg)
+    model, tokenizer, packed = p.model, p.tokenizer, p.packed
+    prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
     backend, sync = build_backend(cfg, model, tokenizer)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     collector = Collector(cfg.env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
@@ -167,7 +189,7 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
                      success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
     train_tasks, eval_tasks = split_tasks(cfg)
     driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward)
-    return Components(model, tokenizer, optimizer, scheduler, critic, updater, backend, sync, collector,
+    return Components(model, tokenizer, p.optimizer, p.scheduler, p.critic, p.updater, backend, sync, collector,
                       eval_collector, dm, driver, train_tasks, eval_tasks, prompts, packed)
 
 

@@ -14,9 +14,9 @@ from rich.table import Table
 
 #: columns of the live table: (metric key, header, format)
 COLUMNS = (("update", "update", "{:.0f}"), ("episodes", "episodes", "{:.0f}"), ("success_rate", "success", "{:.2f}"),
-           ("reward_mean", "reward", "{:.3f}"), ("tokens_per_s", "tokens/s", "{:.0f}"),
-           ("staleness_mean", "staleness", "{:.2f}"), ("policy_loss", "pg loss", "{:+.4f}"),
-           ("entropy", "entropy", "{:.3f}"), ("elapsed_s", "time s", "{:.0f}"))
+           ("reward_mean", "reward", "{:.2f}"), ("tokens_per_s", "tok/s", "{:.0f}"),
+           ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "eval", "{:.2f}"),
+           ("entropy", "entropy", "{:.2f}"), ("elapsed_s", "time", "{:.0f}s"))
 
 
 class RunLog:
@@ -68,7 +68,7 @@ class RunLog:
     def _print(self, row: dict[str, float]) -> None:
         table = Table(show_header=self._rows % self._header_every == 0, box=None, pad_edge=False)
         for _, header, _ in COLUMNS:
-            table.add_column(header, justify="right", min_width=9)
+            table.add_column(header, justify="right", min_width=7)
         table.add_row(*[fmt.format(row[key]) if key in row and math.isfinite(row[key]) else "-"
                         for key, _, fmt in COLUMNS])
         self.console.print(table)

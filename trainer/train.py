@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from agentgym.config import TrainConfig
-from agentgym.data import Cursor, DataManager
+from agentgym.data import Cursor
 from agentgym.store import TrajectoryStore
 from trainer.checkpoint import CheckpointManager, TrainerState
 from trainer.components import Components, build_components, evaluate
@@ -51,6 +51,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.runtime == "ray":
+        from trainer.ray_runtime import run_ray
+
+        return run_ray(cfg, resume=resume)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     store = TrajectoryStore(cfg.store_url)
     c = build_components(cfg, store)
@@ -164,45 +169,49 @@ async def _sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpo
 
 # ---- async: collection and training overlap through the data manager --------------------------
 
+def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int, version: int,
+                 *, stop: threading.Event | None = None, evaluate_fn: Any = None) -> RunResult:
+    """The trainer side of async mode: pull a batch, update, push weights, record; until done or `stop`."""
+    progress = Progress(cfg, c, log, ckpt, start)
+    update, stopped_by = start, "updates"
+    while update < cfg.updates and not (stop is not None and stop.is_set()):
+        if progress.out_of_time():
+            stopped_by = "time_limit"
+            break
+        batch = c.dm.pull(version=version, timeout=1.0)         # -- wait for curated groups
+        if batch is None:
+            continue
+        stats = c.updater.update(batch)                          # -- one policy update
+        update, version = update + 1, version + 1
+        c.sync.push(c.model, version)                            # -- the backend swaps weights between batches
+        c.dm.set_version(version)
+        extra = evaluate_fn(update) if evaluate_fn is not None else {}
+        progress.record(update, version, batch, stats, extra)
+    return RunResult(update, version, log.rows(), stopped_by)
+
+
 async def _async_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int,
                       version: int) -> RunResult:
-    progress = Progress(cfg, c, log, ckpt, start)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    state = {"update": start, "version": version, "stopped_by": "updates"}
-    error: list[BaseException] = []
+    stop = asyncio.Event()
+    evaluator = Progress(cfg, c, log, ckpt, start)
 
-    def trainer_thread() -> None:
+    def evaluate_fn(update: int) -> dict[str, float]:
+        return asyncio.run_coroutine_threadsafe(evaluator.maybe_eval(update), loop).result()
+
+    def run_trainer() -> RunResult:
         try:
-            while state["update"] < cfg.updates and not stop.is_set():
-                if progress.out_of_time():
-                    state["stopped_by"] = "time_limit"
-                    break
-                batch = c.dm.pull(version=state["version"], timeout=1.0)
-                if batch is None:
-                    continue
-                stats = c.updater.update(batch)
-                state["update"] += 1
-                state["version"] += 1
-                c.sync.push(c.model, state["version"])  # the backend swaps weights between generation batches
-                c.dm.set_version(state["version"])
-                extra = asyncio.run_coroutine_threadsafe(progress.maybe_eval(state["update"]), loop).result()
-                progress.record(state["update"], state["version"], batch, stats, extra)
-        except BaseException as exc:
-            error.append(exc)
+            return trainer_loop(cfg, c, log, ckpt, start, version, evaluate_fn=evaluate_fn)
         finally:
             loop.call_soon_threadsafe(stop.set)
 
-    thread = threading.Thread(target=trainer_thread, name="agentgym-trainer", daemon=True)
-    thread.start()
     producer = asyncio.create_task(c.driver.produce(stop))
-    await stop.wait()
-    c.dm.close()
-    await asyncio.to_thread(thread.join)
-    producer.cancel()
-    await asyncio.gather(producer, return_exceptions=True)
-    if error:
-        raise error[0]
+    try:
+        result = await asyncio.to_thread(run_trainer)
+    finally:
+        stop.set()
+        c.dm.close()
+        await asyncio.gather(producer, return_exceptions=True)
     if c.driver.failures:
         raise c.driver.failures[0]
-    return RunResult(int(state["update"]), int(state["version"]), log.rows(), str(state["stopped_by"]))
+    return result

@@ -96,7 +96,7 @@ class PolicyUpdater:
         started = time.perf_counter()
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
-        stats.advantage_abs_mean = _abs_mean([a for s in samples for a, m in zip(s.advantages, s.loss_mask) if m])
+        stats.advantage_abs_mean = _abs_mean([a for s in samples for a, m in zip(s.advantages, s.loss_mask, strict=True) if m])
         if self.critic is not None:
             packed = [self._collate(g) for g in self._groups(samples)]
             stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
