@@ -130,6 +130,7 @@ class SimulatedUpdate:
 
     step_s: float
     on_step: Any = None
+    credit_models: None = None  #: no learned credit models to update or checkpoint
     spans: list[tuple[float, float]] = field(default_factory=list)
     episodes: int = 0
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from agentgym.config import TrainConfig
 from agentgym.errors import require
+from agentgym.store import TrajectoryStore
 from trainer.ray_runtime.data_actor import DataManagerActor, data_manager_kwargs
 from trainer.ray_runtime.env_worker import EnvWorker
 from trainer.ray_runtime.rollout_worker import RolloutWorker
@@ -63,6 +64,7 @@ def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings 
     settings = settings or RaySettings()
     cfg = absolute_paths(cfg)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    TrajectoryStore(cfg.store_url).close()  # create the schema once, before several actors open it at once
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(**settings.init_kwargs(), log_to_driver=True)

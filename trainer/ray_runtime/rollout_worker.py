@@ -11,6 +11,7 @@ asyncio loop runs on a thread of its own; the actor's methods hand work to it:
   backend between two generation batches; tokens sampled afterwards carry `version`;
 - `evaluate(tasks, group_size)`: greedy episodes on held-out tasks (no store, no data manager);
 - `take_tally()`: outcomes of the episodes collected since the last call;
+- `allocator_state()` / `load_allocator_state(state)`: TRACE's branch allocator, for checkpoints;
 - `close()`: halt, close collectors and backend, stop the loop (the driver calls it at the end).
 """
 
@@ -64,8 +65,14 @@ class RolloutWorker:
                                         run_id=f"{cfg.name}-eval",
                                         sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
         train_tasks, _ = split_tasks(cfg)
+        allocator = None
+        if cfg.estimator == "trace":
+            from agentgym.credit import TraceAllocator
+
+            allocator = TraceAllocator(success_threshold=cfg.success_reward)
         self.driver = RolloutDriver(self.collector, RemoteDataManager(data_manager), train_tasks, seed=seed,
-                                    success_reward=cfg.success_reward)
+                                    success_reward=cfg.success_reward, allocator=allocator,
+                                    trace_roots=cfg.trace_roots)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"rollout-{index}", daemon=True)
         self._thread.start()
@@ -135,3 +142,12 @@ class RolloutWorker:
 
     def take_tally(self) -> Any:
         return self.driver.take_tally()
+
+    def allocator_state(self) -> dict[str, Any] | None:
+        """TRACE: the branch allocator's state (for the trainer's checkpoint)."""
+        allocator = self.driver.allocator
+        return allocator.state_dict() if allocator is not None else None
+
+    def load_allocator_state(self, state: dict[str, Any]) -> None:
+        if self.driver.allocator is not None:
+            self.driver.allocator.load_state_dict(state)

@@ -52,12 +52,34 @@ class RayWeightSync:
         return version
 
 
-class RemoteDriver:
-    """The rollout driver's face to the trainer loops: batches from worker 0, tallies from all workers."""
+class RemoteAllocator:
+    """TRACE's branch allocator as checkpoints see it: saved from worker 0, loaded into every worker.
+
+    Each rollout worker allocates its own branches; with several workers their statistics diverge
+    between checkpoints and a resumed run starts them all from worker 0's.
+    """
 
     def __init__(self, workers: list[Any]):
         self.workers = workers
+
+    def state_dict(self) -> dict[str, Any] | None:
+        import ray
+
+        return ray.get(self.workers[0].allocator_state.remote())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        import ray
+
+        ray.get([w.load_allocator_state.remote(state) for w in self.workers])
+
+
+class RemoteDriver:
+    """The rollout driver's face to the trainer loops: batches from worker 0, tallies from all workers."""
+
+    def __init__(self, workers: list[Any], *, trace: bool = False):
+        self.workers = workers
         self.failures: list[BaseException] = []
+        self.allocator = RemoteAllocator(workers) if trace else None
 
     async def collect_batch(self, version: int, max_rounds: int = 4) -> TrainBatch | None:
         return await _await(self.workers[0].collect_batch.remote(version, max_rounds))
@@ -132,7 +154,8 @@ class TrainerActor:
         p = build_policy_side(cfg)
         train_tasks, eval_tasks = split_tasks(cfg)
         self.view = TrainerView(p.model, p.tokenizer, p.optimizer, p.scheduler, p.critic, p.updater,
-                                RayWeightSync(workers), RemoteDataManager(data_manager), RemoteDriver(workers),
+                                RayWeightSync(workers), RemoteDataManager(data_manager),
+                                RemoteDriver(workers, trace=cfg.estimator == "trace"),
                                 RemoteEvalCollector(workers[0]) if cfg.eval_tasks else None, train_tasks, eval_tasks,
                                 prompt_tokenizer(p.tokenizer, cfg.chat_tools), p.packed)
 
@@ -176,8 +199,11 @@ class TrainerActor:
         import ray
 
         cfg, c = self.cfg, self.view
+        from trainer.train import restore_extra
+
         state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
         c.updater.updates_done = state.update
+        restore_extra(c, state.extra)
         ray.get(self.dm_actor.restore.remote(state.cursor, cfg.store_url, cfg.name))
         log.truncate_after(state.update)
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {state.update}, "
