@@ -1,6 +1,6 @@
 # agentgym: the two commands of the README, and the inner-loop helpers.
 #
-#   make quickstart   create .venv, install, run the main job (CPU training run on the built-in env)
+#   make quickstart   create .venv, install, run the main job: a tiny local model learns Maze-v0 on CPU
 #   make test         install what the tests need (apt packages, Docker engine, venv) and run every suite
 #   make test-fast    the suites that need no container engine, browser, Ray or vLLM (inner loop)
 
@@ -16,10 +16,8 @@ venv:
 	bash scripts/venv.sh train
 
 quickstart: venv
-	mkdir -p runs
-	$(VENV)/bin/agentgym envs check Maze-v0
-	$(VENV)/bin/agentgym rollout Maze-v0 --policy solver --episodes 16 --store runs/quickstart.db --run quickstart-solver --env-kwargs '{"difficulty": "open"}'
-	$(VENV)/bin/agentgym rollout Maze-v0 --policy random --episodes 16 --store runs/quickstart.db --run quickstart-random --env-kwargs '{"difficulty": "open"}'
+	$(VENV)/bin/agentgym envs check Maze-v0 --env-kwargs '{"difficulty": "open"}'
+	$(VENV)/bin/agentgym train configs/quickstart.yaml
 
 setup-test:
 	bash scripts/apt.sh
