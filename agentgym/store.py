@@ -228,19 +228,31 @@ class TrajectoryStore:
         if "agentgym_meta" in tables:
             with self.engine.connect() as conn:
                 row = conn.execute(sa.select(meta_table.c.value).where(meta_table.c.key == "schema_version")).first()
-            version = int(row[0]) if row else 0
-            if version != SCHEMA_VERSION:
+            # no row yet: another process is creating this store right now
+            if row is not None and int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
-                    f"store {self.display_url} has schema version {version}, this agentgym reads version "
+                    f"store {self.display_url} has schema version {row[0]}, this agentgym reads version "
                     f"{SCHEMA_VERSION}; open it with a matching agentgym or export and re-import the episodes"
                 )
         if not create and "episodes" not in tables:
             raise StoreError(f"store {self.display_url} holds no agentgym episodes (no 'episodes' table)")
-        metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
-            exists = conn.execute(sa.select(meta_table.c.key).where(meta_table.c.key == "schema_version")).first()
-            if not exists:
-                conn.execute(sa.insert(meta_table).values(key="schema_version", value=str(SCHEMA_VERSION)))
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        """Create missing tables and the version row; safe when several processes open a new store at once."""
+        for attempt in range(5):
+            try:
+                metadata.create_all(self.engine)
+                with self.engine.begin() as conn:
+                    exists = conn.execute(
+                        sa.select(meta_table.c.key).where(meta_table.c.key == "schema_version")).first()
+                    if not exists:
+                        conn.execute(sa.insert(meta_table).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+            except (OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     @property
     def display_url(self) -> str:

@@ -133,3 +133,20 @@ def test_hostile_text_is_stored_without_crashing(store_url):
     got = store.get("hostile").turns[0]
     assert got.observation == "nul \ufffd here" and got.action_text == "lone \\ud800 surrogate"
     assert got.info["bad"] == "\ufffd\\udfff" and got.info["nan"] is None and got.info["obj"].startswith("<object")
+
+
+def test_many_processes_can_open_a_new_store_at_once(tmp_path):
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        counts = pool.map(_open_and_write, [(url, i) for i in range(8)])
+    assert counts and TrajectoryStore(url).count() == 8
+
+
+def _open_and_write(args):
+    url, i = args
+    store = TrajectoryStore(url)
+    store.put(make_episode(i))
+    return store.count()
