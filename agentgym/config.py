@@ -98,6 +98,10 @@ class TrainConfig(BaseModel):
     """Credit assignment: grpo, rloo, gae, gigpo, spa, oprl or trace."""
     estimator_params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the estimator (checked by `agentgym.credit`)."""
+    credit_model_params: dict[str, Any] = Field(default_factory=dict)
+    """spa / oprl: keyword arguments of the learned model (ProgressEstimator / ImplicitPRM), e.g. {lr: 1e-4}."""
+    trace_roots: int = Field(4, ge=1)
+    """trace: root rollouts per task before the allocator spends the rest of group_size on branches."""
     updates: int = Field(100, ge=1)
     """Number of policy updates."""
     groups_per_batch: int = Field(16, ge=1)

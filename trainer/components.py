@@ -19,6 +19,7 @@ from agentgym.policy.base import SamplingParams
 from agentgym.registration import make
 from agentgym.trajectory import Episode
 from trainer.chat import prompt_tokenizer
+from trainer.credit_models import CreditModels
 from trainer.loss import LossConfig
 from trainer.model import (
     ModelSpec,
@@ -77,11 +78,16 @@ def loss_config(cfg: TrainConfig) -> LossConfig:
                       importance=cfg.importance, is_low=cfg.is_low, is_cap=cfg.is_cap)
 
 
-def credit_fn(name: str, params: dict[str, Any]):
-    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> (advantages, returns)."""
+def credit_fn(name: str, params: dict[str, Any], models: CreditModels | None = None):
+    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> (advantages, returns).
+
+    Learned inputs (SPA contributions, OPRL step rewards) come from `models` as they are before the update.
+    """
 
     def credit(episodes: Sequence[Episode], values: list[list[float]] | None):
         kwargs = dict(params)
+        if models is not None:
+            kwargs.update(models.inputs(episodes))
         if values is not None:
             kwargs["values"] = values
         result = compute_credit(name, list(episodes), **kwargs)
@@ -105,7 +111,7 @@ def split_tasks(cfg: TrainConfig) -> tuple[list[str], list[str]]:
     return train, held_out
 
 
-def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any) -> tuple[Any, Any]:
+def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None) -> tuple[Any, Any]:
     """(rollout backend, weight sync). hf: an in-process copy of the policy; others: save-and-reload."""
     if cfg.backend == "hf":
         from agentgym.policy.hf import HFBackend
@@ -119,14 +125,14 @@ def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any) -> tuple[Any, An
         backend = HFBackend(replica, tokenizer, max_batch_size=cfg.concurrency, seed=cfg.seed)
         return backend, InProcessSync(backend)
     if cfg.backend == "openai":
-        from agentgym.policy.openai import OpenAIBackend  # type: ignore[import-not-found]
+        from agentgym.policy.openai import OpenAIBackend
 
         backend = OpenAIBackend(cfg.backend_url, tokenizer=tokenizer)
-    else:
-        from agentgym.policy.vllm import VLLMBackend  # type: ignore[import-not-found]
+        return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
+    from agentgym.policy.vllm import VLLMBackend
 
-        backend = VLLMBackend.from_pretrained(cfg.model)
-    return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
+    backend = VLLMBackend.from_pretrained(model_path(model_spec(cfg)))
+    return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer, loop=loop)
 
 
 @dataclass
@@ -158,8 +164,10 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
                               critic_warmup_updates=cfg.critic_warmup_updates, packed=packed,
                               pad_id=tokenizer.pad_token_id or 0)
-    updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, credit_fn(cfg.estimator, cfg.estimator_params),
-                            critic=critic, device=device)
+    models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
+    updater = PolicyUpdater(model, optimizer, scheduler, update_cfg,
+                            credit_fn(cfg.estimator, cfg.estimator_params, models if models.active else None),
+                            critic=critic, device=device, credit_models=models if models.active else None)
     return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater, packed)
 
 
@@ -188,7 +196,13 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
                                        mix_successes=cfg.mix_successes, rare_success_rate=cfg.rare_success_rate),
                      success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
     train_tasks, eval_tasks = split_tasks(cfg)
-    driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward)
+    allocator = None
+    if cfg.estimator == "trace":
+        from agentgym.credit import TraceAllocator
+
+        allocator = TraceAllocator(success_threshold=cfg.success_reward)
+    driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward,
+                           allocator=allocator, trace_roots=cfg.trace_roots)
     return Components(model, tokenizer, p.optimizer, p.scheduler, p.critic, p.updater, backend, sync, collector,
                       eval_collector, dm, driver, train_tasks, eval_tasks, prompts, packed)
 

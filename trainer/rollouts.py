@@ -50,9 +50,11 @@ class CollectTally:
 class RolloutDriver:
     """Feeds `dm` from `collector` with tasks drawn from `tasks` (see the module docstring)."""
 
-    def __init__(self, collector: Any, dm: DataManager, tasks: list[str], *, seed: int, success_reward: float):
+    def __init__(self, collector: Any, dm: DataManager, tasks: list[str], *, seed: int, success_reward: float,
+                 allocator: Any = None, trace_roots: int = 4):
         self.collector, self.dm, self.tasks = collector, dm, tasks
         self.success_reward = success_reward
+        self.allocator, self.trace_roots = allocator, trace_roots  #: TRACE: tree groups instead of flat ones
         self._rng = random.Random(seed)
         self._tasks = self._task_stream()
         self.tally = CollectTally()
@@ -75,13 +77,15 @@ class RolloutDriver:
         """Roll out `size` episodes of `task` and push them (into `group_id` when completing a retry)."""
         self.groups_started += 1
         try:
-            result = await self.collector.collect([task], group_size=size)
+            if self.allocator is not None and group_id is None:
+                episodes = await self._tree_group(task, size)
+            else:
+                episodes = (await self.collector.collect([task], group_size=size)).episodes
         except BaseException:
             if acquired:
                 for _ in range(size):
                     self.dm.release()
             raise
-        episodes = result.episodes
         if group_id is not None:
             for e in episodes:
                 e.group_id = group_id
@@ -93,6 +97,23 @@ class RolloutDriver:
         for _ in range(size - len(episodes)):  # paused or lost episodes: give their slots back
             if acquired:
                 self.dm.release()
+
+    async def _tree_group(self, task: Task, budget: int) -> list[Episode]:
+        """TRACE: `trace_roots` root rollouts, then the allocator spends the rest of `budget` on branches
+        (turn-level forks of the most informative prefixes, or extra roots); one group, one budget."""
+        roots = (await self.collector.collect([task], group_size=min(self.trace_roots, budget))).episodes
+        tree = list(roots)
+        for request in self.allocator.plan(tree, budget - len(tree)):
+            parent = next(e for e in tree if e.id == request.episode_id)
+            if request.turn == 0:
+                extra = (await self.collector.collect([task], group_size=request.k)).episodes
+                for e in extra:
+                    e.group_id = parent.group_id
+                tree += extra
+            else:
+                tree += await self.collector.branch(parent, request.turn, request.k)
+        self.allocator.observe(tree)
+        return tree
 
     async def run_retries(self) -> None:
         retries = self.dm.take_retries()

@@ -68,6 +68,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
         state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
         start, version = state.update, state.policy_version
         c.updater.updates_done = start
+        restore_extra(c, state.extra)
         c.dm.restore(Cursor.from_dict(state.cursor), store.iter_episodes(run_id=cfg.name))
         log.truncate_after(start)
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
@@ -81,8 +82,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
                               f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
         if c.updater.reference is not None:
             c.updater.reference.load_state_dict(c.model.state_dict())
-    c.sync.push(c.model, version)
-    c.dm.set_version(version)
     loop = _sync_loop if cfg.mode == "sync" else _async_loop
     try:
         result = asyncio.run(loop(cfg, c, log, ckpt, start, version))
@@ -90,6 +89,19 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
         log.close()
         asyncio.run(c.aclose())
     return result
+
+
+def restore_extra(c: Components, extra: dict[str, Any]) -> None:
+    """Learned credit models and the TRACE allocator from a checkpoint's extra state."""
+    if c.updater.credit_models is not None and extra.get("credit_models") is not None:
+        c.updater.credit_models.load_state_dict(extra["credit_models"])
+    if getattr(c.driver, "allocator", None) is not None and extra.get("trace_allocator") is not None:
+        c.driver.allocator.load_state_dict(extra["trace_allocator"])
+
+
+def _allocator_state(c: Components) -> dict[str, Any] | None:
+    allocator = getattr(c.driver, "allocator", None)
+    return allocator.state_dict() if allocator is not None else None
 
 
 # ---- one update's bookkeeping ------------------------------------------------------------------
@@ -131,8 +143,11 @@ class Progress:
 
     def save(self, update: int, version: int) -> None:
         c = self.c
+        models = c.updater.credit_models
+        extra = {"credit_models": models.state_dict() if models is not None else None,
+                 "trace_allocator": _allocator_state(c)}
         self.ckpt.save(model=c.model, tokenizer=c.tokenizer, optimizer=c.optimizer, scheduler=c.scheduler,
-                       critic=c.critic, state=TrainerState(update, version, c.dm.cursor().to_dict(), {}))
+                       critic=c.critic, state=TrainerState(update, version, c.dm.cursor().to_dict(), extra))
 
     def out_of_time(self) -> bool:
         limit = self.cfg.time_limit_s
@@ -147,8 +162,17 @@ class Progress:
 
 # ---- sync: generate a batch, then train --------------------------------------------------------
 
+async def push_initial_weights(c: Components, version: int) -> None:
+    """Bind the weight sync to this event loop (engines that live on it) and send the starting weights."""
+    if hasattr(c.sync, "loop"):
+        c.sync.loop = asyncio.get_running_loop()
+    await asyncio.to_thread(c.sync.push, c.model, version)
+    c.dm.set_version(version)
+
+
 async def _sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int,
                      version: int) -> RunResult:
+    await push_initial_weights(c, version)
     progress = Progress(cfg, c, log, ckpt, start)
     update, stopped_by = start, "updates"
     while update < cfg.updates:
@@ -160,7 +184,7 @@ async def _sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpo
             continue  # curation kept no group: nothing to learn from; collect again
         stats = await asyncio.to_thread(c.updater.update, batch)  # -- one policy update
         update, version = update + 1, version + 1
-        c.sync.push(c.model, version)                             # -- new weights to the rollout side
+        await asyncio.to_thread(c.sync.push, c.model, version)    # -- new weights to the rollout side
         c.dm.set_version(version)
         extra = await progress.maybe_eval(update)
         progress.record(update, version, batch, stats, extra)
@@ -192,6 +216,7 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
 
 async def _async_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int,
                       version: int) -> RunResult:
+    await push_initial_weights(c, version)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     evaluator = Progress(cfg, c, log, ckpt, start)

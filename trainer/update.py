@@ -24,6 +24,7 @@ import torch
 
 from agentgym.data import TrainBatch, select_high_entropy_steps
 from agentgym.trajectory import Episode
+from trainer.credit_models import CreditModels
 from trainer.forward import token_logprobs
 from trainer.loss import LossConfig, policy_loss
 from trainer.model import trainable_parameters
@@ -65,10 +66,12 @@ class UpdateStats:
     action_tokens: int = 0
     seconds: float = 0.0
     critic: dict[str, float] = field(default_factory=dict)
+    credit_model: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
-        out = {k: float(v) for k, v in self.__dict__.items() if k != "critic"}
+        out = {k: float(v) for k, v in self.__dict__.items() if k not in ("critic", "credit_model")}
         out.update({f"critic_{k}": v for k, v in self.critic.items()})
+        out.update(self.credit_model)
         return out
 
 
@@ -76,9 +79,10 @@ class PolicyUpdater:
     """Holds the policy, its optimizer and schedule, the optional reference and critic; `update(batch)`."""
 
     def __init__(self, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: UpdateConfig,
-                 credit: CreditFn, *, critic: Critic | None = None, device: torch.device | None = None):
+                 credit: CreditFn, *, critic: Critic | None = None, device: torch.device | None = None,
+                 credit_models: CreditModels | None = None):
         self.model, self.optimizer, self.scheduler, self.cfg = model, optimizer, scheduler, cfg
-        self.credit, self.critic = credit, critic
+        self.credit, self.critic, self.credit_models = credit, critic, credit_models
         self.device = device or next(model.parameters()).device
         self.reference = self._reference() if cfg.loss.kl != "off" else None
         self.updates_done = 0
@@ -102,6 +106,8 @@ class PolicyUpdater:
             stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
         if self.updates_done >= self.cfg.critic_warmup_updates:
             self._policy_epochs(samples, stats)
+        if self.credit_models is not None:  # SPA's progress estimator / OPRL's PRM learn from the same batch
+            stats.credit_model = self.credit_models.update(batch.episodes)
         self.updates_done += 1
         stats.seconds = time.perf_counter() - started
         return stats

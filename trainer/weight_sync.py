@@ -5,11 +5,16 @@
   batches under its own lock, drops its KV caches and bumps its version.
 - ``openai`` / ``vllm`` (another process or engine): `SaveAndReloadSync`
   writes the merged model with ``save_pretrained`` into
-  ``<run_dir>/weights/v<version>/`` (the previous ones are pruned) and calls
-  ``backend.update_weights(path, version=...)``; the backend reloads from that
-  directory (vLLM: its in-process engine reloads the weights; an OpenAI-
-  compatible server: the backend calls the server's reload hook, and a server
-  without one is restarted on the new directory by whoever runs it).
+  ``<run_dir>/weights/v<version>/`` (older ones are pruned), then has it loaded:
+  - ``vllm`` (in-process engine): ``await backend.aupdate_weights(path)``
+    (vLLM's ``reload_weights``), run on the event loop that owns the engine;
+  - ``openai`` against ``agentgym serve``: ``POST <server>/agentgym/update_weights``
+    with ``{"path", "version"}``; the server loads the directory and bumps its
+    version, and the client records it (``set_version``);
+  - ``openai`` against any other server (``vllm serve``, SGLang): pass
+    ``reload=`` a callable ``(path, version) -> None`` that makes the server
+    load the directory (restart it, or call its own reload API); the client
+    then records the version. Without one, the sync fails with a clear error.
 
 Either way the backend's `version` is the trainer's policy version, and every
 token sampled afterwards carries it.
@@ -17,7 +22,9 @@ token sampled afterwards carries it.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,10 +48,12 @@ class InProcessSync:
 
 
 class SaveAndReloadSync:
-    """For openai/vllm backends: save a loadable model directory, then ask the backend to reload it."""
+    """For openai/vllm backends: save a loadable model directory, then have the backend load it."""
 
-    def __init__(self, backend: Any, directory: str | Path, tokenizer: Any = None, keep: int = 2):
+    def __init__(self, backend: Any, directory: str | Path, tokenizer: Any = None, keep: int = 2, *,
+                 loop: asyncio.AbstractEventLoop | None = None, reload: Callable[[str, int], None] | None = None):
         self.backend, self.directory, self.tokenizer, self.keep = backend, Path(directory), tokenizer, keep
+        self.loop, self.reload = loop, reload
 
     def push(self, model: Any, version: int) -> int:
         target = self.directory / f"v{version:06d}"
@@ -56,7 +65,37 @@ class SaveAndReloadSync:
             self.tokenizer.save_pretrained(tmp)
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
-        new_version = self.backend.update_weights(str(target), version=version)
+        new_version = self._deliver(str(target), version)
         for old in sorted(self.directory.glob("v*"))[:-self.keep]:
             shutil.rmtree(old, ignore_errors=True)
         return new_version
+
+    def _deliver(self, path: str, version: int) -> int:
+        backend = self.backend
+        if backend.name == "vllm":  # an in-process async engine
+            if self.loop is None:
+                raise RuntimeError("SaveAndReloadSync for the vllm backend needs loop= (the engine's event loop)")
+            return asyncio.run_coroutine_threadsafe(backend.aupdate_weights(path, version=version), self.loop).result()
+        if backend.name == "openai":  # an OpenAI-compatible server
+            if self.reload is not None:
+                self.reload(path, version)
+            else:
+                _post_update(backend.base_url, path, version)
+            return backend.set_version(version)
+        return backend.update_weights(path, version=version)
+
+
+def _post_update(base_url: str, path: str, version: int) -> None:
+    """Ask an `agentgym serve` server to load `path` as `version`."""
+    import httpx
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        response = httpx.post(f"{root}/agentgym/update_weights", json={"path": path, "version": version}, timeout=600)
+    except httpx.HTTPError as exc:
+        raise RuntimeError(f"could not reach {root}/agentgym/update_weights ({exc!r}); is it `agentgym serve`?") from exc
+    if response.status_code == 404:
+        raise RuntimeError(f"{root} has no /agentgym/update_weights endpoint (not `agentgym serve`): pass "
+                           "SaveAndReloadSync(reload=...) with a callable that makes your server load the directory")
+    response.raise_for_status()
+

@@ -5,7 +5,13 @@ See `agentgym.data.manager` for the protocol (push / pull / cursor) and
 high-entropy steps, mixing in stored successes).
 """
 
-from agentgym.data.curation import Curation, dynamic_rollouts, mix_in_success, select_high_entropy_steps, zero_variance
+from agentgym.data.curation import (
+    Curation,
+    dynamic_rollouts,
+    mix_in_success,
+    select_high_entropy_steps,
+    zero_variance,
+)
 from agentgym.data.manager import Cursor, DataManager, RetryRequest, TrainBatch, episode_version
 from agentgym.data.meters import PipelineMetrics
 

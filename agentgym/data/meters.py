@@ -30,6 +30,7 @@ class PipelineMetrics:
             "queue_depth", "ready_groups", "in_flight", "max_staleness", "trainer_idle_frac", "rollout_idle_frac",
             "env_utilization", "pushed", "trained", "infra_failures")}
         out.update({f"{prefix}dropped_{k}": float(v) for k, v in self.dropped.items()})
+        out.update({f"{prefix}staleness_hist_{k}": float(v) for k, v in self.staleness_histogram.items()})
         return out
 
 

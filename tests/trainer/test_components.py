@@ -1,0 +1,145 @@
+"""Model building, LoRA, weight sync, checkpoints, gradient checkpointing, the critic, the entropy filter."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from agentgym.models import TinyModelSpec, tiny_model_dir
+from agentgym.policy.hf import HFBackend
+from agentgym.trajectory import Episode, Turn
+from trainer.checkpoint import CheckpointManager, TrainerState
+from trainer.forward import token_logprobs
+from trainer.model import (
+    ModelSpec,
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    merged_state_dict,
+    trainable_parameters,
+)
+from trainer.packing import episode_to_sample, pack, pad
+from trainer.update import _keep_high_entropy
+from trainer.value_head import Critic
+from trainer.weight_sync import InProcessSync, SaveAndReloadSync
+
+
+def episode(rng: random.Random, turns: int = 2) -> Episode:
+    ep = Episode(policy_version=0)
+    for t in range(turns):
+        ep.turns.append(Turn(index=t, prompt_ids=[rng.randrange(500) for _ in range(6)],
+                             action_ids=[rng.randrange(500) for _ in range(3)], action_logprobs=[-1.0] * 3,
+                             token_versions=[0] * 3))
+    return ep
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids]), use_cache=False).logits
+
+
+def test_hub_style_local_directory_loads_through_load_model():
+    model, tok = build_model(ModelSpec(name=str(tiny_model_dir())))
+    assert model.training and tok.chat_template and model.config.hidden_size == TinyModelSpec().hidden_size
+
+
+def test_lora_trains_only_adapters_and_syncs_merged_weights_in_process():
+    model, tok = build_model(ModelSpec(lora_rank=4, lora_alpha=8))
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    replica, _ = build_model(ModelSpec())
+    backend = HFBackend(replica.eval(), tok)
+    assert InProcessSync(backend).push(model, 3) == 3 and backend.version == 3
+    ids = [1, 5, 9, 42, 7]
+    assert torch.allclose(logits(model.eval(), ids), logits(replica, ids), atol=1e-5)
+
+
+def test_save_and_reload_sync_writes_a_loadable_directory(tmp_path):
+    model, tok = build_model(ModelSpec())
+    with torch.no_grad():
+        next(model.parameters()).add_(0.1)
+    replica, _ = build_model(ModelSpec())
+    backend = HFBackend(replica.eval(), tok)
+    assert SaveAndReloadSync(backend, tmp_path, tok).push(model, 1) == 1
+    assert (tmp_path / "v000001" / "config.json").exists()
+    assert torch.allclose(logits(model.eval(), [3, 4, 5]), logits(replica, [3, 4, 5]), atol=1e-6)
+
+
+def test_checkpoint_restores_weights_optimizer_schedule_and_rng_exactly(tmp_path):
+    rng = random.Random(0)
+    batch = pack([episode_to_sample(episode(rng), [1.0, -1.0])])
+
+    def step(model, opt, sched):
+        loss = -(token_logprobs(model, batch).logprobs * batch.loss_mask).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+
+    def fresh():
+        model, tok = build_model(ModelSpec())
+        opt = build_optimizer(trainable_parameters(model), 1e-2, 0.0)
+        return model, tok, opt, build_scheduler(opt, warmup=2, total=10, schedule="cosine")
+
+    model, tok, opt, sched = fresh()
+    step(model, opt, sched)
+    ckpt = CheckpointManager(tmp_path)
+    ckpt.save(model=model, tokenizer=tok, optimizer=opt, scheduler=sched,
+              state=TrainerState(1, 1, {"consumed": ["a"], "dropped": [], "batches": 1}, {"x": 1}))
+    step(model, opt, sched)
+    expected = [p.detach().clone() for p in model.parameters()]
+    expected_rand = torch.rand(3)
+
+    model2, _, opt2, sched2 = fresh()
+    state = ckpt.load(ckpt.latest(), model=model2, optimizer=opt2, scheduler=sched2)
+    assert (state.update, state.policy_version, state.cursor["consumed"], state.extra) == (1, 1, ["a"], {"x": 1})
+    step(model2, opt2, sched2)
+    assert all(torch.equal(a, b) for a, b in zip(expected, model2.parameters(), strict=True))
+    assert torch.equal(torch.rand(3), expected_rand)
+    assert (ckpt.latest() / "policy" / "config.json").exists()
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    rng = random.Random(1)
+    batch = pack([episode_to_sample(episode(rng), [1.0, 0.5]), episode_to_sample(episode(rng), [-1.0, 0.2])])
+    grads = []
+    for ckpt in (False, True):
+        model, _ = build_model(ModelSpec(gradient_checkpointing=ckpt))
+        (token_logprobs(model, batch).logprobs * batch.loss_mask).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads, strict=True))
+
+
+def test_critic_reads_values_at_the_last_context_token_and_learns():
+    rng = random.Random(2)
+    model, tok = build_model(ModelSpec())
+    samples = [episode_to_sample(episode(rng, 3), [0.0] * 3, turn_returns=[1.0, 0.5, -1.0]) for _ in range(2)]
+    critic = Critic(model, lr=1e-2, value_clip=None)
+    for batch in (pack(samples), pad(samples, tok.pad_token_id)):
+        positions = batch.value_index.tolist()
+        assert all(batch.loss_mask[p] == 0 and batch.loss_mask[p + 1] == 1 for p in positions)
+        assert critic.values([batch])[0].shape == (6,)
+    batch = pack(samples)
+    first = critic.update([batch], critic.values([batch])).value_loss
+    for _ in range(30):
+        last = critic.update([batch], critic.values([batch])).value_loss
+    assert last < first / 4
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in model.parameters())  # the policy is untouched
+
+
+def test_entropy_filter_keeps_the_highest_entropy_turns():
+    rng = random.Random(3)
+    samples = [episode_to_sample(episode(rng, 5), [1.0] * 5)]
+    batch = pack(samples)
+    ent = torch.zeros_like(batch.loss_mask)
+    for k, (start, length) in enumerate(zip(samples[0].turn_starts, samples[0].turn_lengths, strict=True)):
+        ent[start:start + length] = [0.2, 1.5, 0.9, 0.1, 0.7][k]
+    _keep_high_entropy([batch], [samples], [ent], 0.6)
+    kept = [bool(batch.loss_mask[s]) for s in samples[0].turn_starts]
+    assert kept == [False, True, True, False, True]

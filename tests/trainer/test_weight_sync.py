@@ -1,0 +1,68 @@
+"""Save-and-reload weight sync against a real `agentgym serve` server in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+from agentgym.models import tiny_model_dir  # noqa: E402
+from agentgym.policy.base import GenerationRequest, SamplingParams  # noqa: E402
+from agentgym.policy.openai import OpenAIBackend  # noqa: E402
+from trainer.model import ModelSpec, build_model  # noqa: E402
+from trainer.weight_sync import SaveAndReloadSync  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(tiny_model_dir()), "--port", str(port)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        assert proc.poll() is None, proc.stdout.read()
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "agentgym serve did not come up within 120 s"
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+async def greedy(backend: OpenAIBackend, ids: list[int]) -> list[int]:
+    request = GenerationRequest("e", prompt_ids=ids, sampling=SamplingParams(temperature=0, max_new_tokens=6))
+    (completion,) = await backend.generate([request])
+    return completion.token_ids
+
+
+async def test_save_and_reload_reaches_the_server_and_bumps_the_version(server, tmp_path):
+    model, tok = build_model(ModelSpec())
+    async with OpenAIBackend(f"{server}/v1", tokenizer=tok) as backend:
+        text = tok.apply_chat_template([{"role": "user", "content": "Goal: 2 down. Open: down."}],
+                                       add_generation_prompt=True, tokenize=False)
+        prompt = tok.encode(text, add_special_tokens=False)
+        before = await greedy(backend, prompt)
+        with torch.no_grad():
+            model.model.norm.weight.mul_(-1.0)  # logits negated: the greedy token becomes the least likely one
+        sync = SaveAndReloadSync(backend, tmp_path / "weights", tok)
+        assert await __import__("asyncio").to_thread(sync.push, model, 1) == 1
+        assert backend.version == 1 and (tmp_path / "weights" / "v000001" / "config.json").exists()
+        assert await greedy(backend, prompt) != before

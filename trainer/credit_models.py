@@ -1,0 +1,77 @@
+"""The learned parts of credit assignment inside the training loop.
+
+- ``spa``: SPA's progress estimator gives per-turn contributions c_t (and the critic gives V_t);
+- ``oprl``: OPRL's implicit PRM gives per-turn step rewards.
+
+Both are small models initialised from the policy's weights when first used
+(after the SFT warm start), read before each update and then updated once from
+the same batch, and checkpointed with the policy (`state_dict`). Other
+estimators need none of this (`CreditModels.inputs` returns nothing).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym.trajectory import Episode
+
+
+class CreditModels:
+    """Holds SPA's `ProgressEstimator` or OPRL's `ImplicitPRM` for estimator `name` (or nothing)."""
+
+    def __init__(self, name: str, policy: Any, params: dict[str, Any]):
+        self.name, self.params = name, dict(params)
+        self._policy = policy
+        self.model: Any = None
+        self._pending_state: dict[str, Any] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.name in ("spa", "oprl")
+
+    def _ensure(self) -> Any:
+        if self.model is None and self.active:
+            from agentgym.credit.learned import ImplicitPRM, ProgressEstimator
+
+            base = self._policy.get_base_model() if hasattr(self._policy, "peft_config") else self._policy
+            backbone = copy.deepcopy(base)
+            for p in backbone.parameters():
+                p.requires_grad_(True)
+            cls = ProgressEstimator if self.name == "spa" else ImplicitPRM
+            self.model = cls(backbone, **self.params)
+            if self._pending_state is not None:
+                self.model.load_state_dict(self._pending_state)
+                self._pending_state = None
+        return self.model
+
+    def inputs(self, episodes: Sequence[Episode]) -> dict[str, Any]:
+        """Keyword inputs of the estimator computed by the current learned model."""
+        model = self._ensure()
+        if self.name == "spa":
+            return {"contributions": model.predict(list(episodes))}
+        if self.name == "oprl":
+            return {"step_rewards": model.step_rewards(list(episodes))}
+        return {}
+
+    def update(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        """One update of the learned model on the batch the policy just trained on."""
+        if not self.active:
+            return {}
+        stats = self._ensure().update(list(episodes))
+        return {"credit_model_loss": float(stats.loss), "credit_model_grad_norm": float(stats.grad_norm)}
+
+    def state_dict(self) -> dict[str, Any] | None:
+        if self.model is not None:
+            return self.model.state_dict()
+        return self._pending_state
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """Restore from a checkpoint (applied when the model is first built, after the policy is loaded)."""
+        if state is None:
+            return
+        if self.model is not None:
+            self.model.load_state_dict(state)
+        else:
+            self._pending_state = state
