@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 import torch
 
 from agentgym.models import TinyModelSpec, tiny_model_dir
@@ -17,7 +16,6 @@ from trainer.model import (
     build_model,
     build_optimizer,
     build_scheduler,
-    merged_state_dict,
     trainable_parameters,
 )
 from trainer.packing import episode_to_sample, pack, pad

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from agentgym.config import load_train_config
