@@ -79,7 +79,7 @@ class Critic:
                 mask = torch.ones_like(v)
                 loss = value_loss(v, old.to(v), batch.value_targets.to(v), mask, self.value_clip)
                 (loss * v.numel() / max(total_turns, 1)).backward()
-                loss_sum += float(loss) * v.numel() / max(total_turns, 1)
+                loss_sum += float(loss.detach()) * v.numel() / max(total_turns, 1)
                 preds.append(v.detach())
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
             self.optimizer.step()
