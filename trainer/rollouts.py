@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class RolloutDriver:
         self._rng = random.Random(seed)
         self._tasks = self._task_stream()
         self.tally = CollectTally()
+        self._tally_lock = threading.Lock()  # the trainer thread takes the tally while the event loop adds
         self.groups_started = 0
         self.failures: list[BaseException] = []
 
@@ -69,7 +71,8 @@ class RolloutDriver:
                 yield Task(task_id, seed=self._rng.randrange(2**31))
 
     def take_tally(self) -> CollectTally:
-        tally, self.tally = self.tally, CollectTally()
+        with self._tally_lock:
+            tally, self.tally = self.tally, CollectTally()
         return tally
 
     # ---- one group ---------------------------------------------------------------------------
@@ -91,7 +94,8 @@ class RolloutDriver:
                 e.group_id = group_id
         elif episodes:
             self.dm.expect_group(episodes[0].group_id, episodes[0].task_id, size)
-        self.tally.add(episodes, self.success_reward)
+        with self._tally_lock:
+            self.tally.add(episodes, self.success_reward)
         for e in episodes:
             self.dm.push(e, acquired=acquired)
         for _ in range(size - len(episodes)):  # paused or lost episodes: give their slots back
