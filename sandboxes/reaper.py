@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from functools import cache
 from typing import Any
 
@@ -78,7 +79,7 @@ def reap_orphans(client: Any) -> list[str]:
     """Remove this host's sandbox containers whose owner is dead; return their ids."""
     import docker.errors
 
-    removed = []
+    removed, in_progress = [], []
     for info in client.api.containers(all=True, filters={"label": LABEL}):
         if owner_alive(info.get("Labels") or {}):
             continue
@@ -88,11 +89,28 @@ def reap_orphans(client: Any) -> list[str]:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:
+            if exc.status_code == 409:  # the engine is already removing it (auto-remove after the agent exited)
+                in_progress.append(info["Id"])
+            else:
                 log.warning("could not remove orphan sandbox %s: %s", info["Id"][:12], exc)
+    removed += _wait_until_gone(client, in_progress)
     if removed:
         log.info("reaped %d orphaned sandbox container(s)", len(removed))
     return removed
+
+
+def _wait_until_gone(client: Any, ids: list[str], timeout_s: float = 15.0) -> list[str]:
+    """Wait (bounded) for removals the engine already started; return the ids that finished."""
+    deadline = time.monotonic() + timeout_s
+    pending = set(ids)
+    while pending and time.monotonic() < deadline:
+        live = {c["Id"] for c in client.api.containers(all=True, filters={"label": LABEL})}
+        pending &= live
+        if pending:
+            time.sleep(0.1)
+    for cid in pending:
+        log.warning("orphan sandbox %s is still being removed after %.0f s", cid[:12], timeout_s)
+    return [cid for cid in ids if cid not in pending]
 
 
 def remove_own(client: Any) -> None:
