@@ -58,7 +58,7 @@ def moving_average(values: list[float], window: int = 3) -> list[float]:
     return [statistics.fmean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
 
 
-def run_one(estimator: str, seed: int, args: argparse.Namespace, out: Path) -> RunOutcome:
+def run_one(estimator: str, seed: int, args: argparse.Namespace, out: Path, console: Console) -> RunOutcome:
     from trainer.train import train
 
     overrides = {"name": f"{estimator}-s{seed}", "output_dir": str(out), "seed": seed, "estimator": estimator,
@@ -67,7 +67,7 @@ def run_one(estimator: str, seed: int, args: argparse.Namespace, out: Path) -> R
                  **ESTIMATOR_SETTINGS.get(estimator, {})}
     cfg = load_train_config(args.config, overrides)
     started = time.perf_counter()
-    result = train(cfg)
+    result = train(cfg, console=console)
     successes = [r["success_rate"] for r in result.rows]
     smooth = moving_average(successes)
     reached = next((i + 1 for i, s in enumerate(smooth) if s >= args.threshold), None)
@@ -106,7 +106,7 @@ def main() -> None:
         for name in args.estimators.split(","):
             for seed in range(args.seeds):
                 console.print(f"[bold]{name}[/] seed {seed}: {args.updates} updates ...")
-                o = run_one(name.strip(), seed, args, Path(tmp))
+                o = run_one(name.strip(), seed, args, Path(tmp), console)
                 outcomes.append(o)
                 console.print(f"  reached {args.threshold} at update {o.updates_to_threshold}, "
                               f"final success {o.final_success:.2f} ({o.seconds:.0f} s)")

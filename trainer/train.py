@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.console import Console
 
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
@@ -46,8 +47,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
-    """Run `cfg` to the end (or to its time limit); with `resume`, continue from the latest checkpoint."""
+def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = None) -> RunResult:
+    """Run `cfg` to the end (or to its time limit); with `resume`, continue from the latest checkpoint.
+
+    The progress table goes to `console` (default: stdout).
+    """
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
@@ -63,7 +67,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> RunResult:
     start, version = 0, 0
     latest = ckpt.latest() if resume else None
     log = RunLog(cfg.run_dir, run_id=cfg.name, store=store, tensorboard=cfg.tensorboard, plot=cfg.plot,
-                 resume=latest is not None)
+                 resume=latest is not None, console=console)
     if latest is not None:
         state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
         start, version = state.update, state.policy_version
