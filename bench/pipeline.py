@@ -57,7 +57,7 @@ from rich.table import Table  # noqa: E402
 from agentgym.collector import Collector  # noqa: E402
 from agentgym.config import TrainConfig  # noqa: E402
 from agentgym.core import AgentEnv  # noqa: E402
-from agentgym.data import Curation, DataManager, TrainBatch  # noqa: E402
+from agentgym.data import DataManager, TrainBatch  # noqa: E402
 from agentgym.policy.base import Backend, Completion, FinishReason, GenerationRequest, SamplingParams  # noqa: E402
 
 # ---- simulated pieces (labelled) ---------------------------------------------------------------
@@ -213,18 +213,16 @@ def run_config(w: Workload, mode: str, output_dir: str) -> TrainConfig:
 
 def build(cfg: TrainConfig, w: Workload, step_s: float, seed: int, max_in_flight: int | None = None) -> Any:
     """The run's components as `trainer.components.build_components` wires them, with simulated model parts."""
+    from trainer.components import data_manager_kwargs
     from trainer.rollouts import RolloutDriver
 
     backend = LongTailBackend(median_s=w.median_s, sigma=w.sigma, slots=w.in_flight, seed=seed)
     collector = Collector(OneTurnEnv, backend, None, concurrency=cfg.concurrency, max_turns=1, progress=False,
                           run_id=cfg.name, sampling=SamplingParams(max_new_tokens=4096))
-    k = cfg.staleness_bound
-    in_flight = cfg.concurrency + (k or 0) * cfg.episodes_per_batch if cfg.mode == "async" else None
+    kwargs = data_manager_kwargs(cfg)
     if cfg.mode == "async" and max_in_flight is not None:
-        in_flight = max_in_flight
-    dm = DataManager(batch_groups=cfg.groups_per_batch, group_size=cfg.group_size, staleness_bound=k,
-                     stale=cfg.stale, infra=cfg.infra, curation=Curation(drop_zero_variance=cfg.drop_zero_variance),
-                     success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
+        kwargs["max_in_flight"] = max_in_flight
+    dm = DataManager(**kwargs)
     tasks = OneTurnEnv().task_ids()
     driver = RolloutDriver(collector, dm, tasks, seed=seed, success_reward=cfg.success_reward)
     return LoopParts(updater=SimulatedUpdate(step_s), backend=backend, sync=VersionSync(backend),

@@ -186,15 +186,7 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
         eval_collector = Collector(cfg.env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                                    concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
                                    sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
-    k = cfg.staleness_bound
-    in_flight = cfg.concurrency + (k or 0) * cfg.episodes_per_batch if cfg.mode == "async" else None
-    dm = DataManager(batch_groups=cfg.groups_per_batch, group_size=cfg.group_size, staleness_bound=k,
-                     stale=cfg.stale, stale_decay=cfg.stale_decay, infra=cfg.infra,
-                     curation=Curation(drop_zero_variance=cfg.drop_zero_variance,
-                                       top_entropy_fraction=cfg.top_entropy_fraction,
-                                       adaptive_rollouts=cfg.adaptive_rollouts, rollouts_max=cfg.group_size,
-                                       mix_successes=cfg.mix_successes, rare_success_rate=cfg.rare_success_rate),
-                     success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
+    dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg)
     allocator = None
     if cfg.estimator == "trace":
@@ -213,3 +205,26 @@ async def evaluate(c: Components, cfg: TrainConfig) -> float:
     result = await c.eval_collector.collect([Task(t, seed=i) for i, t in enumerate(c.eval_tasks)], group_size=1)
     eps = result.episodes
     return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps))
+
+
+def async_in_flight(cfg: TrainConfig) -> int | None:
+    """Episodes running or queued at once in async mode: about k batches ahead of the trainer.
+
+    More than that only produces episodes that are already past the staleness bound k when the
+    trainer reaches them (and are dropped); fewer starves the trainer. None in sync mode.
+    """
+    if cfg.mode != "async":
+        return None
+    ahead = cfg.staleness_bound or 1
+    return max(cfg.concurrency, ahead * cfg.episodes_per_batch, cfg.group_size)
+
+
+def data_manager_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """`DataManager` arguments for `cfg` (the local and the Ray runtime build it alike)."""
+    return dict(batch_groups=cfg.groups_per_batch, group_size=cfg.group_size, staleness_bound=cfg.staleness_bound,
+                stale=cfg.stale, stale_decay=cfg.stale_decay, infra=cfg.infra,
+                curation=Curation(drop_zero_variance=cfg.drop_zero_variance,
+                                  top_entropy_fraction=cfg.top_entropy_fraction,
+                                  adaptive_rollouts=cfg.adaptive_rollouts, rollouts_max=cfg.group_size,
+                                  mix_successes=cfg.mix_successes, rare_success_rate=cfg.rare_success_rate),
+                success_reward=cfg.success_reward, max_in_flight=async_in_flight(cfg), env_slots=cfg.concurrency)

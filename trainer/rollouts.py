@@ -153,11 +153,10 @@ class RolloutDriver:
                 await self.run_retries()
                 task = next(self._tasks)
                 size = self.dm.rollouts_for(task.task_id)
-                for _ in range(size):
-                    while not self.dm.try_acquire():
-                        if stop.is_set():
-                            return
-                        await asyncio.sleep(0.002)
+                while not self.dm.try_acquire(size):
+                    if stop.is_set():
+                        return
+                    await asyncio.sleep(0.002)
                 job = asyncio.create_task(self.run_group(task, size, acquired=True))
                 running.add(job)
                 job.add_done_callback(self._done(running))

@@ -147,12 +147,16 @@ class DataManager:
             group = self._groups.setdefault(group_id, _Group(size, task_id))
             group.expected, group.task_id = size, task_id
 
-    def try_acquire(self) -> bool:
-        """Take an in-flight slot if the backpressure limit allows; `push` gives it back."""
+    def try_acquire(self, n: int = 1) -> bool:
+        """Take `n` in-flight slots at once if the backpressure limit allows; each `push` gives one back.
+
+        A group asks for all its slots in one call: producers that each held part of a
+        group could otherwise fill the limit between them and wait on each other forever.
+        """
         with self._cv:
-            if self.max_in_flight is not None and self._occupancy.level + self._queued() >= self.max_in_flight:
+            if self.max_in_flight is not None and self._occupancy.level + self._queued() + n > self.max_in_flight:
                 return False
-            self._occupancy.change(+1)
+            self._occupancy.change(+n)
             return True
 
     async def acquire_async(self, poll_s: float = 0.002) -> None:

@@ -227,3 +227,11 @@ def test_cursor_resume_neither_loses_nor_repeats():
     every = {e.id for e in store} - {e.id for e in b}
     assert every <= set(trained)  # and none lost
     assert {e.id for e in b} <= set(fresh.cursor().dropped)
+
+
+def test_a_group_takes_all_its_slots_at_once_so_producers_cannot_deadlock():
+    """Two producers that each held part of a group could fill the limit and wait on each other forever."""
+    dm = DataManager(batch_groups=2, group_size=4, max_in_flight=8)
+    assert dm.try_acquire(4)  # producer A: one whole group
+    assert dm.try_acquire(4)  # producer B: one whole group
+    assert not dm.try_acquire(4) and not dm.try_acquire(1)

@@ -18,22 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentgym.config import TrainConfig
-from agentgym.data import Curation, Cursor, DataManager, PipelineMetrics, RetryRequest, TrainBatch
+from agentgym.data import Cursor, DataManager, PipelineMetrics, RetryRequest, TrainBatch
 from agentgym.trajectory import Episode
-
-
-def data_manager_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """`DataManager` arguments for `cfg`, as `trainer.components.build_components` maps them."""
-    k = cfg.staleness_bound
-    in_flight = cfg.concurrency + (k or 0) * cfg.episodes_per_batch if cfg.mode == "async" else None
-    return dict(batch_groups=cfg.groups_per_batch, group_size=cfg.group_size, staleness_bound=k, stale=cfg.stale,
-                stale_decay=cfg.stale_decay, infra=cfg.infra,
-                curation=Curation(drop_zero_variance=cfg.drop_zero_variance,
-                                  top_entropy_fraction=cfg.top_entropy_fraction,
-                                  adaptive_rollouts=cfg.adaptive_rollouts, rollouts_max=cfg.group_size,
-                                  mix_successes=cfg.mix_successes, rare_success_rate=cfg.rare_success_rate),
-                success_reward=cfg.success_reward, max_in_flight=in_flight, env_slots=cfg.concurrency)
 
 
 class DataManagerActor:
@@ -51,8 +37,8 @@ class DataManagerActor:
     def expect_group(self, group_id: str, task_id: str, size: int) -> None:
         self.dm.expect_group(group_id, task_id, size)
 
-    def try_acquire(self) -> bool:
-        return self.dm.try_acquire()
+    def try_acquire(self, n: int = 1) -> bool:
+        return self.dm.try_acquire(n)
 
     def release(self) -> None:
         self.dm.release()
@@ -106,10 +92,10 @@ class RemoteDataManager:
     def expect_group(self, group_id: str, task_id: str, size: int) -> None:
         self._call("expect_group", group_id, task_id, size)
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, n: int = 1) -> bool:
         if time.monotonic() - self._refused_at < self.poll_s:
             return False
-        ok = self._call("try_acquire")
+        ok = self._call("try_acquire", n)
         if not ok:
             self._refused_at = time.monotonic()
         return ok

@@ -18,7 +18,8 @@ from typing import Any
 from agentgym.config import TrainConfig
 from agentgym.errors import require
 from agentgym.store import TrajectoryStore
-from trainer.ray_runtime.data_actor import DataManagerActor, data_manager_kwargs
+from trainer.components import data_manager_kwargs
+from trainer.ray_runtime.data_actor import DataManagerActor
 from trainer.ray_runtime.env_worker import EnvWorker
 from trainer.ray_runtime.rollout_worker import RolloutWorker
 from trainer.ray_runtime.settings import RaySettings
