@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -197,8 +196,12 @@ async def test_async_collector_and_trainer_thread_meet_in_the_manager():
 def test_close_wakes_a_waiting_trainer():
     dm = DataManager(batch_groups=1, group_size=2)
     threading.Timer(0.05, dm.close).start()
-    start = time.monotonic()
-    assert dm.pull() is None and time.monotonic() - start < 5
+    result: list[object] = []
+    waiter = threading.Thread(target=lambda: result.append(dm.pull()), daemon=True)
+    waiter.start()
+    waiter.join(30)
+    assert not waiter.is_alive(), "pull() still blocks after close()"
+    assert result == [None]
 
 
 # ---- cursor --------------------------------------------------------------------------------------
