@@ -164,6 +164,12 @@ class TrainConfig(BaseModel):
     """sync: generate a batch, then train; async: collection and training overlap through the data manager."""
     runtime: Literal["local", "ray"] = "local"
     """local: one process; ray: env/rollout workers, data manager and trainer as Ray actors."""
+    ray_rollout_workers: int = Field(1, ge=1)
+    """runtime ray: actors that each run a collector and a policy replica (async mode uses them all)."""
+    ray_env_workers: int = Field(1, ge=0)
+    """runtime ray: actors that hold the envs (0: each rollout worker makes its envs in process)."""
+    ray_address: str | None = None
+    """runtime ray: the cluster to join (None: RAY_ADDRESS, else a local cluster on 127.0.0.1)."""
     staleness_bound: int | None = Field(1, ge=0)
     """k: samples more than k policy versions behind are dropped or down-weighted (None: no bound)."""
     stale: Literal["drop", "downweight"] = "drop"

@@ -160,3 +160,14 @@ def test_tallies_of_rollout_workers_add_up():
     assert (merged.episodes, merged.successes, merged.reward_sum, merged.turns, merged.action_tokens) == (
         5, 3, 3.5, 13, 42)
     assert merged.started == 3.0
+
+
+def test_the_run_config_sets_the_placement():
+    from agentgym.config import load_train_config
+    from trainer.ray_runtime import RaySettings
+
+    cfg = load_train_config(None, {"runtime": "ray", "ray_rollout_workers": 3, "ray_env_workers": 0,
+                                   "ray_address": "ray://head:10001"})
+    settings = RaySettings.from_config(cfg)
+    assert (settings.rollout_workers, settings.env_workers) == (3, 0)
+    assert settings.init_kwargs() == {"address": "ray://head:10001"}

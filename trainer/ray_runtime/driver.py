@@ -62,7 +62,7 @@ def stop_actors(ray: Any, actors: dict[str, list[Any]]) -> None:
 def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings | None = None) -> Any:
     """Run `cfg` with every stage as a Ray actor; returns the same `RunResult` as `trainer.train.train`."""
     ray = require("ray", extra="ray", what="runtime: ray")
-    settings = settings or RaySettings()
+    settings = settings or RaySettings.from_config(cfg)
     cfg = absolute_paths(cfg)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     TrajectoryStore(cfg.store_url).close()  # create the schema once, before several actors open it at once

@@ -41,6 +41,11 @@ class RaySettings:
         if self.env_worker_threads < 1:
             raise ConfigError(f"env_worker_threads must be >= 1, got {self.env_worker_threads}")
 
+    @classmethod
+    def from_config(cls, cfg: Any) -> RaySettings:
+        """The placement a `TrainConfig` asks for (`ray_rollout_workers`, `ray_env_workers`, `ray_address`)."""
+        return cls(rollout_workers=cfg.ray_rollout_workers, env_workers=cfg.ray_env_workers, address=cfg.ray_address)
+
     def init_kwargs(self) -> dict[str, Any]:
         """Arguments of `ray.init` for this session."""
         address = self.address or os.environ.get("RAY_ADDRESS")
