@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import random
 import statistics
 from collections import Counter
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentgym.branch_replay import BranchRequest, branch_episode, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
+from agentgym.collector import Collector, Task
 from agentgym.policy.simple import resolve_policy
 from agentgym.registration import make, registry
 from agentgym.replay import replay as replay_episode
-from agentgym.rollout import run_episode
 from agentgym.trajectory import Episode, new_id
 
 
@@ -35,47 +36,41 @@ def pick_tasks(task_ids: list[str], count: int, seed: int) -> list[str | None]:
 
 @guarded
 def rollout(
-    env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0."),
+    env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0 (or module:Name-v0)."),
     policy: str = typer.Option("random", "--policy", help="random, solver or scripted:MODULE:FUNC."),
-    episodes: int = typer.Option(8, "--episodes", "-n", min=1, help="Number of episodes."),
-    group_size: int = typer.Option(1, "--group-size", min=1, help="Rollouts per task sharing a group id."),
+    episodes: int = typer.Option(8, "--episodes", "-n", min=1, help="Number of episodes (rounded up to whole groups)."),
+    group_size: int = typer.Option(1, "--group-size", min=1, help="Rollouts per task sharing a group id and seed."),
     store: str = typer.Option("agentgym.db", "--store", help="Store URL: a SQLite path or postgresql://..."),
     env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the first episode; episode i uses seed + i."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first group; group g uses seed + g."),
     max_turns: int = typer.Option(None, "--max-turns", min=1, help="Turn limit (default: the env's)."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, help="Episodes in flight at once."),
     run_id: str = typer.Option(None, "--run", help="Run id stored with the episodes (default: a new id)."),
 ) -> None:
-    """Roll out an env with a simple policy and store every episode."""
+    """Roll out an env with a simple policy through the collector and store every episode."""
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
     spec = registry[env_id]
     act = resolve_policy(policy, seed=seed)
     db = open_store(store)
-    env = make(spec.id, **kwargs)
-    limit = max_turns or spec.max_turns or getattr(env.unwrapped, "max_turns", None) or 30
-    run_id = run_id or f"rollout-{new_id()[:8]}"
-    # "module:Name-v0" ids are stored as given, so that replay imports the module again
-    stored_id = env_id if ":" in env_id else spec.id
-    db.log_run(run_id, {"env_id": spec.id, "env_kwargs": kwargs, "policy": policy, "seed": seed})
-    tasks = pick_tasks(list(env.unwrapped.task_ids()) if hasattr(env.unwrapped, "task_ids") else [],
-                       -(-episodes // group_size), seed)
-    done: list[Episode] = []
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[stats]}"))
+    probe = make(spec.id, **kwargs)  # bad kwargs fail here, before any work
     try:
-        with Progress(*columns, console=console, transient=False) as bar:
-            job = bar.add_task(f"{spec.id} / {policy}", total=episodes, stats="")
-            for i in range(episodes):
-                task_id = tasks[i // group_size]
-                group_id = f"{run_id}:{task_id if task_id is not None else i // group_size}:{i // group_size}"
-                ep = run_episode(env, act, env_id=stored_id, task_id=task_id, seed=seed + i, max_turns=limit,
-                                 run_id=run_id, group_id=group_id)
-                ep.metadata.update(env_kwargs=kwargs, max_turns=limit, policy=policy)
-                db.put(ep)
-                done.append(ep)
-                mean = statistics.fmean(e.total_reward for e in done)
-                bar.update(job, advance=1, stats=f"mean reward {mean:.3f}")
+        limit = max_turns or spec.max_turns or getattr(probe.unwrapped, "max_turns", None) or 30
+        task_ids = list(probe.unwrapped.task_ids()) if hasattr(probe.unwrapped, "task_ids") else []
     finally:
-        env.close()
+        probe.close()
+    run_id = run_id or f"rollout-{new_id()[:8]}"
+    db.log_run(run_id, {"env_id": spec.id, "env_kwargs": kwargs, "policy": policy, "seed": seed})
+    groups = -(-episodes // group_size)
+    tasks = [Task(task_id=t, seed=seed + g) for g, t in enumerate(pick_tasks(task_ids, groups, seed))]
+    factory = functools.partial(make, spec.id, **kwargs)
+    # "module:Name-v0" ids are stored as given, so that replay imports the module again
+    factory.env_id = env_id if ":" in env_id else spec.id  # type: ignore[attr-defined]
+    collector = Collector(factory, act, None, max_turns=limit, concurrency=concurrency, run_id=run_id)
+    result = asyncio.run(collector.collect(tasks, group_size=group_size))
+    done = result.episodes
+    for ep in done:
+        ep.metadata.update(env_kwargs=kwargs, max_turns=limit, policy=policy)
+    db.put_many(done)
     _summary(done, run_id, db.display_url)
 
 
