@@ -102,6 +102,21 @@ class AgentEnv(gym.Env[str, str]):
         """Ids of the tasks this env can pose, for `reset(options={"task_id": ...})`."""
         return []
 
+    def choose_task(self, options: dict[str, Any] | None, task_ids: Sequence[str]) -> str:
+        """The task of this reset: ``options["task_id"]`` when given, else one drawn with the seeded `np_random`.
+
+        Call it after ``super().reset(seed=seed)``; an unknown id raises `ValueError` naming an example.
+        """
+        if not task_ids:
+            raise ValueError(f"{type(self).__name__} has no tasks to choose from")
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            return task_ids[int(self.np_random.integers(len(task_ids)))]
+        if task_id not in task_ids:
+            raise ValueError(f"unknown task id {task_id!r} for {type(self).__name__}; see task_ids() "
+                             f"(e.g. {task_ids[0]!r})")
+        return task_id
+
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI-style tool schemas the env offers; chat templates render them into the prompt."""
         return []

@@ -90,6 +90,7 @@ class SqlEnv(AgentEnv):
             raise ConfigError(f"no {dataset} task has difficulty {difficulty!r}; "
                               f"known: {sorted({t.difficulty for t in self.taskset.tasks})}")
         self._by_id = {t.id: t for t in self.tasks}
+        self._task_ids = list(self._by_id)
         self.backend = _make_backend(dialect, url, self.taskset, QueryLimits(timeout_s, max_query_chars))
         self.dialect, self.max_turns, self.bare_sql, self.show_schema = dialect, max_turns, bare_sql, show_schema
         self.table_format = TableFormat(max_rows, max_cell_chars, max_obs_chars)
@@ -104,7 +105,7 @@ class SqlEnv(AgentEnv):
 
     # ---- tasks -----------------------------------------------------------
     def task_ids(self) -> list[str]:
-        return [t.id for t in self.tasks]
+        return list(self._task_ids)
 
     def tools(self) -> list[dict[str, Any]]:
         return list(TOOLS.values())
@@ -118,11 +119,7 @@ class SqlEnv(AgentEnv):
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self.tasks[int(self.np_random.integers(len(self.tasks)))].id
-        if task_id not in self._by_id:
-            raise ValueError(f"unknown SQL task id {task_id!r}; see task_ids() (e.g. {self.tasks[0].id!r})")
+        task_id = self.choose_task(options, self._task_ids)
         task = self._by_id[task_id]
         observation = self._opening(task)
         self._state = SqlEpisodeState(task_id=task_id, observation=observation)

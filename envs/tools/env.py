@@ -89,6 +89,7 @@ class ToolsEnv(AgentEnv):
         if not self.tasks:
             raise ConfigError("Tools-v0 has no tasks: name at least one task set or give tasks_file")
         self._by_id = {t.id: t for t in self.tasks}
+        self._task_ids = list(self._by_id)
         self.toolbox = Toolbox(BUILTIN_FUNCTIONS if functions is None else functions, specs,
                                call_timeout_s=call_timeout_s)
         self.deterministic = not specs  # an outside process may answer differently over time
@@ -98,7 +99,7 @@ class ToolsEnv(AgentEnv):
 
     # ---- tasks -----------------------------------------------------------
     def task_ids(self) -> list[str]:
-        return [t.id for t in self.tasks]
+        return list(self._task_ids)
 
     def tools(self) -> list[dict[str, Any]]:
         return [*self.toolbox.schemas(), ANSWER_TOOL]
@@ -112,11 +113,7 @@ class ToolsEnv(AgentEnv):
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
-        if task_id is None:
-            task_id = self.tasks[int(self.np_random.integers(len(self.tasks)))].id
-        if task_id not in self._by_id:
-            raise ValueError(f"unknown Tools-v0 task id {task_id!r}; see task_ids() (e.g. {self.tasks[0].id!r})")
+        task_id = self.choose_task(options, self._task_ids)
         self.toolbox.ensure_started()
         task = self._by_id[task_id]
         names = ", ".join([*self.toolbox.names(), "answer"])

@@ -97,3 +97,17 @@ def test_a_broken_plugin_warns_instead_of_crashing(tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="broken"):
         fresh.load_plugins()
     assert "Maze-v0" in fresh
+
+
+def test_choose_task_takes_the_given_id_or_draws_a_seeded_one():
+    from tests.helpers.counter_env import CounterEnv
+
+    env = CounterEnv()
+    ids = env.task_ids()
+    env.reset(seed=3)
+    assert env.choose_task({"task_id": "target-2"}, ids) == "target-2"
+    drawn = env.choose_task(None, ids)
+    env.reset(seed=3)
+    assert env.choose_task({}, ids) == drawn
+    with pytest.raises(ValueError, match="unknown task id 'nope'.*target-1"):
+        env.choose_task({"task_id": "nope"}, ids)
