@@ -22,13 +22,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.core import AgentEnv
-from agentgym.errors import AgentGymError, ConfigError
-from agentgym.policy.simple import ActionFn, resolve_policy
+from agentgym.errors import AgentGymError
+from agentgym.policy.simple import resolve_policy
 from agentgym.registration import make, registry
-from agentgym.rollout import conversation
+from agentgym.rollout import continue_episode
 from agentgym.store import TrajectoryStore
-from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, new_id
+from agentgym.trajectory import Episode, new_id
 
 DEFAULT_MAX_TURNS = 30
 
@@ -58,9 +57,10 @@ def branch_episode(store: TrajectoryStore, request: BranchRequest) -> Episode:
     env = make(parent.env_id, **env_kwargs)
     try:
         observation = replay_prefix(env, parent, request.from_turn)
-        limit = request.max_turns or _turn_limit(parent.env_id, env)
+        recorded = parent.metadata.get("max_turns")
+        limit = request.max_turns or (recorded if isinstance(recorded, int) else None) or _turn_limit(parent.env_id, env)
         child = _child_of(parent, request)
-        _continue(env, policy, child, observation, max(limit, request.from_turn + 1))
+        continue_episode(env, policy, child, observation, max(limit, request.from_turn + 1))
     finally:
         env.close()
     store.put(child)
@@ -146,49 +146,3 @@ def _child_of(parent: Episode, request: BranchRequest) -> Episode:
         metadata={"branch": {"policy": request.policy, "seed": request.seed, "from_turn": request.from_turn,
                              "made_by": "agentgym replay --from-turn"}},
     )
-
-
-def _continue(env: Any, policy: ActionFn, child: Episode, observation: str, max_turns: int) -> None:
-    """Let `policy` play from `observation` until the env ends the episode or `max_turns` is reached."""
-    system_prompt = getattr(env.unwrapped, "system_prompt", "")
-    inner = env.unwrapped
-    for index in range(child.num_turns, max_turns):
-        fingerprint = inner.state_fingerprint() if isinstance(inner, AgentEnv) else ""
-        turn = Turn(index=index, observation=observation, state_fingerprint=fingerprint)
-        child.turns.append(turn)
-        started = time.perf_counter()
-        try:
-            turn.action_text = policy(conversation(system_prompt, child.turns[:-1], observation), env)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            _fail(child, f"policy raised {exc!r}")
-            return
-        generated = time.perf_counter()
-        try:
-            observation, reward, terminated, truncated, info = env.step(turn.action_text)
-        except Exception as exc:
-            _fail(child, f"env.step raised {exc!r}")
-            return
-        turn.reward, turn.terminated, turn.truncated = float(reward), bool(terminated), bool(truncated)
-        turn.info = dict(info)
-        turn.timings = {"generate_s": generated - started, "env_s": time.perf_counter() - generated}
-        if terminated or truncated:
-            turn.info.setdefault("next_observation", observation)
-            if truncated:
-                child.status = EpisodeStatus.TRUNCATED
-                child.error = str(info.get("truncation_reason", "truncated by the env"))
-            child.finish()
-            return
-    child.status, child.failure = EpisodeStatus.TRUNCATED, Failure.MODEL
-    child.error = f"turn limit of {max_turns} reached"
-    child.turns[-1].truncated = True
-    child.turns[-1].info.setdefault("next_observation", observation)
-    child.finish()
-
-
-def _fail(child: Episode, reason: str) -> None:
-    child.status, child.failure, child.error = EpisodeStatus.ERROR, Failure.INFRA, reason
-    if not child.turns[-1].info:
-        child.turns[-1].info = {"error": reason}
-    child.finish()

@@ -12,6 +12,7 @@ import traceback
 from typing import Any
 
 from agentgym.core import AgentEnv, Message
+from agentgym.errors import ConfigError
 from agentgym.policy.simple import ActionFn
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
 
@@ -44,27 +45,38 @@ def run_episode(
 ) -> Episode:
     """Roll out one episode; env or policy exceptions become an `error` episode, never a crash."""
     episode = Episode(run_id=run_id, env_id=env_id, task_id=task_id or "", seed=seed, group_id=group_id)
-    system_prompt = getattr(env.unwrapped, "system_prompt", "")
     try:
         options = {"task_id": task_id} if task_id is not None else None
         observation, info = env.reset(seed=seed, options=options)
         episode.task_id = str(info.get("task_id", task_id or ""))
     except Exception as exc:
-        return _failed(episode, f"env.reset raised {exc!r}", Failure.INFRA)
-    for index in range(max_turns):
+        return _failed(episode, f"env.reset raised {exc!r}")
+    return continue_episode(env, policy, episode, observation, max_turns)
+
+
+def continue_episode(env: Any, policy: ActionFn, episode: Episode, observation: str, max_turns: int) -> Episode:
+    """Let `policy` play `episode` on from `observation` until the env ends it or `max_turns` is reached.
+
+    The turns already in `episode` are the conversation so far (a branch copies its parent's prefix).
+    A `ConfigError` from the policy (e.g. `solver` on an env without one) propagates: it is the user's.
+    """
+    system_prompt = getattr(env.unwrapped, "system_prompt", "")
+    for index in range(episode.num_turns, max_turns):
         turn = Turn(index=index, observation=observation, state_fingerprint=_fingerprint(env))
         episode.turns.append(turn)
         started = time.perf_counter()
         try:
             turn.action_text = policy(conversation(system_prompt, episode.turns[:-1], observation), env)
+        except ConfigError:
+            raise
         except Exception as exc:
-            return _failed(episode, f"policy raised {exc!r}", Failure.INFRA)
+            return _failed(episode, f"policy raised {exc!r}")
         generated = time.perf_counter()
         try:
             observation, reward, terminated, truncated, info = env.step(turn.action_text)
         except Exception as exc:
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            return _failed(episode, f"env.step raised {tb}", Failure.INFRA)
+            return _failed(episode, f"env.step raised {tb}")
         turn.reward, turn.terminated, turn.truncated = float(reward), bool(terminated), bool(truncated)
         turn.info = dict(info)
         turn.timings = {"generate_s": generated - started, "env_s": time.perf_counter() - generated}
@@ -76,13 +88,15 @@ def run_episode(
             return episode.finish()
     episode.status, episode.failure = EpisodeStatus.TRUNCATED, Failure.MODEL
     episode.error = f"turn limit of {max_turns} reached"
-    episode.turns[-1].truncated = True
-    episode.turns[-1].info.setdefault("next_observation", observation)
+    if episode.turns:
+        episode.turns[-1].truncated = True
+        episode.turns[-1].info.setdefault("next_observation", observation)
     return episode.finish()
 
 
-def _failed(episode: Episode, reason: str, failure: Failure) -> Episode:
-    episode.status, episode.failure, episode.error = EpisodeStatus.ERROR, failure, reason
-    if episode.turns and not episode.turns[-1].action_text and not episode.turns[-1].info:
+def _failed(episode: Episode, reason: str) -> Episode:
+    """An infrastructure failure (the env or the policy broke), with its reason."""
+    episode.status, episode.failure, episode.error = EpisodeStatus.ERROR, Failure.INFRA, reason
+    if episode.turns and not episode.turns[-1].info:
         episode.turns[-1].info = {"error": reason}
     return episode.finish()
