@@ -1,8 +1,9 @@
 """Run one episode of an env with a text-level policy and record it as an `Episode`.
 
-This is the synchronous, one-episode-at-a-time path behind `agentgym rollout`
-and `agentgym replay`. The concurrent, token-accurate path for training is
-`agentgym.collector`.
+The synchronous, one-episode-at-a-time path: `run_episode` for tests, notebooks
+and env debugging, `continue_episode` for `agentgym replay --from-turn`
+branches. The concurrent, token-accurate path (`agentgym rollout`, training)
+is `agentgym.collector`.
 """
 
 from __future__ import annotations
