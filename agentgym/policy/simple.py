@@ -12,7 +12,6 @@ debugging. Scripted policies are labelled as such wherever they are used.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import random
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any
 
 from agentgym.core import AgentEnv, Message
 from agentgym.errors import ConfigError
+from agentgym.importing import import_callable
 
 #: (messages, env) -> action text
 ActionFn = Callable[[list[Message], AgentEnv], str]
@@ -49,15 +49,7 @@ def solver_policy(messages: list[Message], env: AgentEnv) -> str:
 
 def load_scripted(target: str) -> ActionFn:
     """Import ``MODULE:FUNC`` and adapt it: FUNC(messages) or FUNC(messages, env) -> str."""
-    module_name, _, func_name = target.partition(":")
-    if not module_name or not func_name:
-        raise ConfigError(f"scripted policy {target!r} must look like 'scripted:package.module:function'")
-    try:
-        func = getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load scripted policy '{target}': {exc}") from exc
-    if not callable(func):
-        raise ConfigError(f"scripted policy '{target}' is not callable")
+    func = import_callable(target, what="scripted policy")
     try:
         takes_env = len(inspect.signature(func).parameters) >= 2
     except (TypeError, ValueError):

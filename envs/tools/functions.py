@@ -15,7 +15,6 @@ are optional; ``int``, ``float``, ``str``, ``bool``, ``list[...]``, ``dict``,
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 import types
@@ -24,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.errors import ConfigError
+from agentgym.importing import import_callable
 
 _PRIMITIVES = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object", list: "array"}
 
@@ -103,13 +102,4 @@ def function_tool(func: Callable[..., Any], name: str | None = None) -> Function
 
 def load_function(target: str) -> Callable[..., Any]:
     """Import ``package.module:function`` (how functions are named in env kwargs and on the CLI)."""
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"tool function {target!r} must look like 'package.module:function'")
-    try:
-        func = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import tool function {target!r}: {exc}") from None
-    if not callable(func):
-        raise ConfigError(f"tool function {target!r} is not callable")
-    return func
+    return import_callable(target, what="tool function")

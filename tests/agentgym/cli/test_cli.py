@@ -114,7 +114,7 @@ def test_bad_store_url_fails_before_any_work(tmp_path):
     (["--env-kwargs", "{not json"], "--env-kwargs is not valid JSON"),
     (["--env-kwargs", "[1]"], "must be a JSON object"),
     (["--policy", "greedy"], "unknown policy 'greedy'"),
-    (["--policy", "scripted:nope_module:f"], "cannot load scripted policy"),
+    (["--policy", "scripted:nope_module:f"], "cannot import scripted policy"),
     (["--env-kwargs", '{"difficulty": "insane"}'], "difficulty"),
 ])
 def test_bad_options_are_rejected_clearly(tmp_path, args, message):
