@@ -37,7 +37,11 @@ def train(
     if config is None:
         fail("give a config file, e.g. agentgym train configs/quickstart.yaml (or --help-config for the keys)")
     cfg = load_train_config(config, _overrides(set_))
+    from transformers.utils import logging as hf_logging
+
     from trainer.train import train as run_training
+
+    hf_logging.disable_progress_bar()  # the run prints its own table; weight-loading bars would break it up
 
     result = run_training(cfg, resume=resume)
     rows = result.rows
