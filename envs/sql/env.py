@@ -26,7 +26,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, MalformedActionError
 from agentgym.toolcalls import error_observation
 from envs.sql.actions import TOOLS, SqlAction, parse_sql_action
@@ -34,6 +33,7 @@ from envs.sql.backends import QueryError, QueryLimits, SqlBackend, SqliteBackend
 from envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
 from envs.sql.results import QueryResult, TableFormat, format_table, results_match
 from envs.sql.statements import has_top_level_order_by
+from envs.task_state import TaskStateEnv
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
@@ -66,7 +66,7 @@ def _system_prompt(dialect: str, bare_sql: str) -> str:
     )
 
 
-class SqlEnv(AgentEnv):
+class SqlEnv(TaskStateEnv):
     """Text-to-SQL with execution feedback; see the module docstring."""
 
     def __init__(self, dataset: str = "builtin", path: str | None = None, split: str = "dev",
@@ -89,8 +89,7 @@ class SqlEnv(AgentEnv):
         if not self.tasks:
             raise ConfigError(f"no {dataset} task has difficulty {difficulty!r}; "
                               f"known: {sorted({t.difficulty for t in self.taskset.tasks})}")
-        self._by_id = {t.id: t for t in self.tasks}
-        self._task_ids = list(self._by_id)
+        self._index_tasks(self.tasks)
         self.backend = _make_backend(dialect, url, self.taskset, QueryLimits(timeout_s, max_query_chars))
         self.dialect, self.max_turns, self.bare_sql, self.show_schema = dialect, max_turns, bare_sql, show_schema
         self.table_format = TableFormat(max_rows, max_cell_chars, max_obs_chars)
@@ -104,17 +103,12 @@ class SqlEnv(AgentEnv):
         self._closed = False
 
     # ---- tasks -----------------------------------------------------------
-    def task_ids(self) -> list[str]:
-        return list(self._task_ids)
-
     def tools(self) -> list[dict[str, Any]]:
         return list(TOOLS.values())
 
     @property
     def task(self) -> SqlTask:
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before using the task")
-        return self._by_id[self._state.task_id]
+        return super().task
 
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -232,18 +226,6 @@ class SqlEnv(AgentEnv):
         return self._gold[task.id]
 
     # ---- agentgym extras -------------------------------------------------
-    def snapshot(self) -> SqlEpisodeState:
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before snapshot()")
-        return self._state
-
-    def restore(self, token: SqlEpisodeState) -> str:
-        if token.task_id not in self._by_id:
-            raise ValueError(f"snapshot of unknown task {token.task_id!r}")
-        self._state = token
-        self._last_observation = token.observation
-        return token.observation
-
     def solver_action(self) -> str:
         """Submit the gold query (after one look at its first table when `solver_explores`)."""
         task = self.task

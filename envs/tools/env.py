@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, MalformedActionError
 from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
+from envs.task_state import TaskStateEnv
 from envs.tools.builtin import BUILTIN_FUNCTIONS
 from envs.tools.mcp_client import McpServerSpec, ToolServerError
 from envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
@@ -61,7 +61,7 @@ class ToolsEpisodeState:
     observation: str = ""
 
 
-class ToolsEnv(AgentEnv):
+class ToolsEnv(TaskStateEnv):
     """Multi-turn tool calling with verifiable answers; see the module docstring."""
 
     system_prompt = SYSTEM_PROMPT
@@ -88,8 +88,7 @@ class ToolsEnv(AgentEnv):
             self.tasks += load_tasks_file(tasks_file)
         if not self.tasks:
             raise ConfigError("Tools-v0 has no tasks: name at least one task set or give tasks_file")
-        self._by_id = {t.id: t for t in self.tasks}
-        self._task_ids = list(self._by_id)
+        self._index_tasks(self.tasks)
         self.toolbox = Toolbox(BUILTIN_FUNCTIONS if functions is None else functions, specs,
                                call_timeout_s=call_timeout_s)
         self.deterministic = not specs  # an outside process may answer differently over time
@@ -98,17 +97,12 @@ class ToolsEnv(AgentEnv):
         self._state = ToolsEpisodeState()
 
     # ---- tasks -----------------------------------------------------------
-    def task_ids(self) -> list[str]:
-        return list(self._task_ids)
-
     def tools(self) -> list[dict[str, Any]]:
         return [*self.toolbox.schemas(), ANSWER_TOOL]
 
     @property
     def task(self) -> ToolTask:
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before using the task")
-        return self._by_id[self._state.task_id]
+        return super().task
 
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -215,18 +209,6 @@ class ToolsEnv(AgentEnv):
         return observation, 0.0, False, truncated, info
 
     # ---- agentgym extras -------------------------------------------------
-    def snapshot(self) -> ToolsEpisodeState:
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before snapshot()")
-        return self._state
-
-    def restore(self, token: ToolsEpisodeState) -> str:
-        if token.task_id not in self._by_id:
-            raise ValueError(f"snapshot of unknown task {token.task_id!r}")
-        self._state = token
-        self._last_observation = token.observation
-        return token.observation
-
     @property
     def has_solver(self) -> bool:
         return True

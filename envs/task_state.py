@@ -1,0 +1,49 @@
+"""Shared by envs whose per-episode state is one frozen record and whose tasks are a fixed list.
+
+`TaskStateEnv` gives them the task lookup, `task_ids`, and `snapshot`/`restore`
+for free: the snapshot token *is* the frozen state record, so restoring is
+putting it back. A subclass sets `self._index_tasks(tasks)` in `__init__` and
+keeps `self._state` (a frozen dataclass with at least `task_id` and
+`observation`) up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentgym.core import AgentEnv
+
+
+class TaskStateEnv(AgentEnv):
+    """An `AgentEnv` over a fixed task list with its episode state in one frozen `_state` record."""
+
+    _state: Any
+
+    def _index_tasks(self, tasks: Sequence[Any]) -> None:
+        """Index `tasks` (objects with an `id`) for `task_ids`, `choose_task` and `task`."""
+        self._by_id = {t.id: t for t in tasks}
+        self._task_ids = list(self._by_id)
+
+    def task_ids(self) -> list[str]:
+        return list(self._task_ids)
+
+    @property
+    def task(self) -> Any:
+        """The task of the current episode."""
+        if not self._state.task_id:
+            raise RuntimeError("call reset() before using the task")
+        return self._by_id[self._state.task_id]
+
+    def snapshot(self) -> Any:
+        """The frozen episode state itself (immutable, so it can be restored any number of times)."""
+        if not self._state.task_id:
+            raise RuntimeError("call reset() before snapshot()")
+        return self._state
+
+    def restore(self, token: Any) -> str:
+        if token.task_id not in self._by_id:
+            raise ValueError(f"snapshot of unknown task {token.task_id!r}")
+        self._state = token
+        self._last_observation = token.observation
+        return token.observation
