@@ -1,6 +1,6 @@
 """Register environments by versioned id and make them, the Gymnasium way.
 
-    agentgym.register("Maze-v0", "envs.maze.env:MazeEnv", difficulty="easy")
+    agentgym.register("Maze-v0", "agentgym.envs.maze.env:MazeEnv", difficulty="easy")
     env = agentgym.make("Maze-v0", difficulty="hard")
 
 Ids look like ``[namespace/]Name-vN``. Entry points are ``"module:Attr"``

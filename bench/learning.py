@@ -59,7 +59,7 @@ def moving_average(values: list[float], window: int = 3) -> list[float]:
 
 
 def run_one(estimator: str, seed: int, args: argparse.Namespace, out: Path, console: Console) -> RunOutcome:
-    from trainer.train import train
+    from agentgym.trainer.train import train
 
     overrides = {"name": f"{estimator}-s{seed}", "output_dir": str(out), "seed": seed, "estimator": estimator,
                  "updates": args.updates, "drop_zero_variance": False, "eval_tasks": 0, "eval_every": 0,

@@ -213,8 +213,8 @@ def run_config(w: Workload, mode: str, output_dir: str) -> TrainConfig:
 
 def build(cfg: TrainConfig, w: Workload, step_s: float, seed: int, max_in_flight: int | None = None) -> Any:
     """The run's components as `trainer.components.build_components` wires them, with simulated model parts."""
-    from trainer.components import data_manager_kwargs
-    from trainer.rollouts import RolloutDriver
+    from agentgym.trainer.components import data_manager_kwargs
+    from agentgym.trainer.rollouts import RolloutDriver
 
     backend = LongTailBackend(median_s=w.median_s, sigma=w.sigma, slots=w.in_flight, seed=seed)
     collector = Collector(OneTurnEnv, backend, None, concurrency=cfg.concurrency, max_turns=1, progress=False,
@@ -259,8 +259,8 @@ class ModeResult:
 
 
 async def run_mode(w: Workload, mode: str, step_s: float, output_dir: str, progress: Progress | None) -> ModeResult:
-    from trainer.run_log import RunLog
-    from trainer.train import _async_loop, _sync_loop
+    from agentgym.trainer.run_log import RunLog
+    from agentgym.trainer.train import _async_loop, _sync_loop
 
     cfg = run_config(w, mode, output_dir)
     c = build(cfg, w, step_s, seed=w.seed, max_in_flight=w.max_in_flight)

@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sandboxes  # noqa: E402
-from sandboxes import Limits, Pool  # noqa: E402
+from agentgym import sandboxes  # noqa: E402
+from agentgym.sandboxes import Limits, Pool  # noqa: E402
 
 IMAGE = sandboxes.BASE_IMAGE
 BENCH_LIMITS = Limits(cpus=0.5, memory_bytes=64 * 1024 * 1024, pids=64, disk_bytes=16 * 1024 * 1024)
@@ -90,7 +90,7 @@ def docker_run(n: int) -> list[float]:
 
 
 def docker_exec(n: int) -> list[float]:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     with sandboxes.open(IMAGE, backend="docker", limits=BENCH_LIMITS) as sb:
         api = docker.client().api
@@ -147,7 +147,7 @@ def sandbox_mem_mb(sb: sandboxes.Sandbox) -> float:
     """Host memory (PSS) of one sandbox: for Docker its containerd shim, init, agent and children."""
     if sb.backend == "local":
         return tree_pss_mb(sb.handle.proc.pid)  # type: ignore[attr-defined]
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     init = docker.client().api.inspect_container(sb.id)["State"]["Pid"]
     with open(f"/proc/{init}/stat") as f:

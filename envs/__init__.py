@@ -12,17 +12,17 @@ def register_builtin_envs() -> None:
 
     register(
         "Maze-v0",
-        "envs.maze.env:MazeEnv",
+        "agentgym.envs.maze.env:MazeEnv",
         description="Walk a grid maze to the goal; sparse reward, 5-30 turns, built-in solver.",
         difficulty="easy",
     )
     register(
         "SQL-v0",
-        "envs.sql.env:SqlEnv",
+        "agentgym.envs.sql.env:SqlEnv",
         description="Text-to-SQL with live execution feedback: explore, then submit; execution-match reward.",
     )
     register(
         "Tools-v0",
-        "envs.tools.env:ToolsEnv",
+        "agentgym.envs.tools.env:ToolsEnv",
         description="Tool calling (Python functions and MCP servers) on verifiable look-up, arithmetic and date tasks.",
     )

@@ -1,6 +1,6 @@
 """Isolated sandboxes for model-written commands.
 
-    import sandboxes
+    from agentgym import sandboxes
 
     with sandboxes.open("agentgym/base:bookworm") as sb:
         result = sb.exec("echo hello")          # ExecResult(exit_code=0, stdout="hello\n", ...)
@@ -14,13 +14,13 @@ sandboxes/README.md) and "auto". Importing this package imports neither the
 Docker SDK nor anything outside the standard library.
 """
 
-from sandboxes.backends import open
-from sandboxes.errors import AgentError, BackendUnavailable, ImageNotFound, SandboxClosed, SandboxError
-from sandboxes.images import BASE_IMAGE
-from sandboxes.limits import Limits
-from sandboxes.pool import Pool
-from sandboxes.result import ExecResult
-from sandboxes.sandbox import Sandbox, Snapshot
+from agentgym.sandboxes.backends import open
+from agentgym.sandboxes.errors import AgentError, BackendUnavailable, ImageNotFound, SandboxClosed, SandboxError
+from agentgym.sandboxes.images import BASE_IMAGE
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.pool import Pool
+from agentgym.sandboxes.result import ExecResult
+from agentgym.sandboxes.sandbox import Sandbox, Snapshot
 
 __all__ = [
     "BASE_IMAGE",

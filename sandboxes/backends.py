@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from sandboxes.errors import BackendUnavailable
-from sandboxes.limits import Limits
-from sandboxes.sandbox import Sandbox
+from agentgym.sandboxes.errors import BackendUnavailable
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger("sandboxes")
 
@@ -21,12 +21,12 @@ def choose_backend(backend: str = "auto") -> str:
         raise ValueError(f"backend={backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
     if backend != "auto":
         return backend
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     if docker.engine_available():
         log.info("sandboxes: backend='auto' chose 'docker' (an engine answers)")
         return "docker"
-    from sandboxes import local
+    from agentgym.sandboxes import local
 
     reason = local.unavailable_reason()
     if reason is not None:
@@ -58,9 +58,9 @@ def open(  # noqa: A001 - the public name is sandboxes.open
         raise ValueError(f"workdir={workdir!r} must be an absolute path to a fresh directory such as /work")
     chosen = choose_backend(backend)
     if chosen == "docker":
-        from sandboxes.docker import open_docker
+        from agentgym.sandboxes.docker import open_docker
 
         return open_docker(image, limits=limits, network=network, workdir=workdir)
-    from sandboxes.local import open_local
+    from agentgym.sandboxes.local import open_local
 
     return open_local(image, limits=limits, network=network, workdir=workdir)

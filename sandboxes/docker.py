@@ -18,11 +18,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from sandboxes import reaper
-from sandboxes.channel import AGENT_SOURCE, AttachSocket, Channel, agent_command
-from sandboxes.errors import BackendUnavailable, ImageNotFound
-from sandboxes.limits import Limits
-from sandboxes.sandbox import Sandbox, agent_config
+from agentgym.sandboxes import reaper
+from agentgym.sandboxes.channel import AGENT_SOURCE, AttachSocket, Channel, agent_command
+from agentgym.sandboxes.errors import BackendUnavailable, ImageNotFound
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.sandbox import Sandbox, agent_config
 
 if TYPE_CHECKING:
     import docker as docker_sdk

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandboxes.errors import ImageNotFound, SandboxError
+from agentgym.sandboxes.errors import ImageNotFound, SandboxError
 
 BASE_IMAGE = "agentgym/base:bookworm"
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
@@ -51,7 +51,7 @@ def content_hash(context: Path, base_id: str) -> str:
 
 def ensure_base(*, force: bool = False, root: Path = DOCKER_DIR) -> bool:
     """Build the base image with docker/base.sh when it is missing (or `force`); True when built."""
-    from sandboxes.docker import client
+    from agentgym.sandboxes.docker import client
 
     if not force and _image_id(client(), BASE_IMAGE) is not None:
         return False
@@ -67,7 +67,7 @@ def ensure_base(*, force: bool = False, root: Path = DOCKER_DIR) -> bool:
 
 def build(name: str, *, force: bool = False, root: Path = DOCKER_DIR) -> BuildResult:
     """Build env image `name` from `root/name/Dockerfile` unless its content hash is already built."""
-    from sandboxes.docker import client
+    from agentgym.sandboxes.docker import client
 
     known = env_images(root)
     if name not in known:

@@ -20,10 +20,10 @@ import subprocess
 import sys
 import uuid
 
-from sandboxes.channel import AGENT_SOURCE, Channel, Pipes, agent_command
-from sandboxes.errors import BackendUnavailable
-from sandboxes.limits import Limits
-from sandboxes.sandbox import Sandbox, agent_config
+from agentgym.sandboxes.channel import AGENT_SOURCE, Channel, Pipes, agent_command
+from agentgym.sandboxes.errors import BackendUnavailable
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.sandbox import Sandbox, agent_config
 
 NOBODY = 65534
 START_TIMEOUT_S = 30.0

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from sandboxes.backends import Backend, open
-from sandboxes.errors import SandboxClosed, SandboxError
-from sandboxes.limits import Limits
-from sandboxes.sandbox import Sandbox
+from agentgym.sandboxes.backends import Backend, open
+from agentgym.sandboxes.errors import SandboxClosed, SandboxError
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger("sandboxes")
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sandboxes.channel import Channel, ChannelClosed
-from sandboxes.errors import AgentError, SandboxClosed
-from sandboxes.limits import Limits
-from sandboxes.result import ExecResult
+from agentgym.sandboxes.channel import Channel, ChannelClosed
+from agentgym.sandboxes.errors import AgentError, SandboxClosed
+from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.result import ExecResult
 
 log = logging.getLogger("sandboxes")
 

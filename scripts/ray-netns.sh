@@ -2,7 +2,7 @@
 # Run a command inside a fresh network namespace that has only loopback, so that Ray binds to 127.0.0.1
 # and never advertises the machine's own address. Every Ray test and benchmark runs this way.
 #
-#   scripts/ray-netns.sh .venv/bin/python -m trainer.ray_runtime --set runtime=ray --set mode=async --json
+#   scripts/ray-netns.sh .venv/bin/python -m agentgym.trainer.ray_runtime --set runtime=ray --set mode=async --json
 #   scripts/ray-netns.sh .venv/bin/pytest tests/trainer/test_ray_runtime.py
 #
 # Needs util-linux (unshare) and iproute2 (ip); as root the namespace is made directly, otherwise in a

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainer.model import is_lora
+from agentgym.trainer.model import is_lora
 
 
 @dataclass

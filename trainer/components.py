@@ -18,10 +18,10 @@ from agentgym.models import TinyModelSpec, load_model
 from agentgym.policy.base import SamplingParams
 from agentgym.registration import make
 from agentgym.trajectory import Episode
-from trainer.chat import prompt_tokenizer
-from trainer.credit_models import CreditModels
-from trainer.loss import LossConfig
-from trainer.model import (
+from agentgym.trainer.chat import prompt_tokenizer
+from agentgym.trainer.credit_models import CreditModels
+from agentgym.trainer.loss import LossConfig
+from agentgym.trainer.model import (
     ModelSpec,
     build_model,
     build_optimizer,
@@ -30,10 +30,10 @@ from trainer.model import (
     resolve_dtype,
     trainable_parameters,
 )
-from trainer.rollouts import RolloutDriver
-from trainer.update import PolicyUpdater, UpdateConfig
-from trainer.value_head import Critic
-from trainer.weight_sync import InProcessSync, SaveAndReloadSync
+from agentgym.trainer.rollouts import RolloutDriver
+from agentgym.trainer.update import PolicyUpdater, UpdateConfig
+from agentgym.trainer.value_head import Critic
+from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from trainer.packing import TokenBatch
+from agentgym.trainer.packing import TokenBatch
 
 
 @dataclass

@@ -25,10 +25,10 @@ from rich.console import Console
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
 from agentgym.store import TrajectoryStore
-from trainer.checkpoint import CheckpointManager, TrainerState
-from trainer.components import Components, build_components, evaluate
-from trainer.run_log import RunLog
-from trainer.sft import warm_start
+from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
+from agentgym.trainer.components import Components, build_components, evaluate
+from agentgym.trainer.run_log import RunLog
+from agentgym.trainer.sft import warm_start
 
 
 @dataclass
@@ -57,7 +57,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
     seed_everything(cfg.seed)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.runtime == "ray":
-        from trainer.ray_runtime import run_ray
+        from agentgym.trainer.ray_runtime import run_ray
 
         return run_ray(cfg, resume=resume)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)

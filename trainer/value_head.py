@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainer.forward import model_inputs
-from trainer.loss import value_loss
-from trainer.packing import TokenBatch
+from agentgym.trainer.forward import model_inputs
+from agentgym.trainer.loss import value_loss
+from agentgym.trainer.packing import TokenBatch
 
 
 class ValueModel(nn.Module):

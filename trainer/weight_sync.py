@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from trainer.model import is_lora, merged_state_dict
+from agentgym.trainer.model import is_lora, merged_state_dict
 
 
 class WeightSync(Protocol):

@@ -19,8 +19,8 @@ def build(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Build the base image (if missing) and env images, cached by content hash."""
-    from sandboxes import images
-    from sandboxes.errors import SandboxError
+    from agentgym.sandboxes import images
+    from agentgym.sandboxes.errors import SandboxError
 
     try:
         built_base = images.ensure_base(force=force and image == "base")
@@ -40,8 +40,8 @@ def build(
 @sandbox_app.command("ls")
 def list_sandboxes(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text.")) -> None:
     """List sandbox containers with their owning process and whether it is alive."""
-    from sandboxes import docker, reaper
-    from sandboxes.errors import SandboxError
+    from agentgym.sandboxes import docker, reaper
+    from agentgym.sandboxes.errors import SandboxError
 
     try:
         api = docker.client().api
@@ -63,8 +63,8 @@ def list_sandboxes(as_json: bool = typer.Option(False, "--json", help="Print JSO
 @sandbox_app.command("reap")
 def reap() -> None:
     """Remove sandbox containers whose owning process is gone."""
-    from sandboxes import docker, reaper
-    from sandboxes.errors import SandboxError
+    from agentgym.sandboxes import docker, reaper
+    from agentgym.sandboxes.errors import SandboxError
 
     try:
         removed = reaper.reap_orphans(docker.client())

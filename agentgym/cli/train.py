@@ -39,7 +39,7 @@ def train(
     cfg = load_train_config(config, _overrides(set_))
     from transformers.utils import logging as hf_logging
 
-    from trainer.train import train as run_training
+    from agentgym.trainer.train import train as run_training
 
     hf_logging.disable_progress_bar()  # the run prints its own table; weight-loading bars would break it up
 

@@ -22,8 +22,8 @@ from typing import Protocol
 from urllib.parse import quote
 
 from agentgym.errors import AgentGymError
-from envs.sql.results import QueryResult
-from envs.sql.statements import split_statements, statement_kind
+from agentgym.envs.sql.results import QueryResult
+from agentgym.envs.sql.statements import split_statements, statement_kind
 
 SQLITE_READ_KINDS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"})
 #: PRAGMAs that only read the schema (whatever their argument); every other PRAGMA is denied.

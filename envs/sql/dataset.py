@@ -146,7 +146,7 @@ def domain_tasks(domain: Domain) -> list[SqlTask]:
 def builtin_taskset(data_dir: str | os.PathLike[str] | None = None,
                     domains: Sequence[str] | None = None) -> TaskSet:
     """The generated task set (all domains, or the named ones), databases built on first use."""
-    from envs.sql.domains import DOMAINS
+    from agentgym.envs.sql.domains import DOMAINS
 
     unknown = sorted(set(domains or ()) - set(DOMAINS))
     if unknown:

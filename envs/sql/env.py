@@ -28,12 +28,12 @@ from typing import Any
 
 from agentgym.errors import ConfigError, MalformedActionError
 from agentgym.toolcalls import error_observation
-from envs.sql.actions import TOOLS, SqlAction, parse_sql_action
-from envs.sql.backends import QueryError, QueryLimits, SqlBackend, SqliteBackend
-from envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
-from envs.sql.results import QueryResult, TableFormat, format_table, results_match
-from envs.sql.statements import has_top_level_order_by
-from envs.task_state import TaskStateEnv
+from agentgym.envs.sql.actions import TOOLS, SqlAction, parse_sql_action
+from agentgym.envs.sql.backends import QueryError, QueryLimits, SqlBackend, SqliteBackend
+from agentgym.envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
+from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, results_match
+from agentgym.envs.sql.statements import has_top_level_order_by
+from agentgym.envs.task_state import TaskStateEnv
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
@@ -258,7 +258,7 @@ def _load_taskset(dataset: str, path: str | None, split: str, domains: list[str]
     if dataset in ("spider", "bird"):
         if not path:
             raise ConfigError(f"dataset={dataset!r} needs path=<folder with the question file and database/>")
-        from envs.sql.spider import load_spider
+        from agentgym.envs.sql.spider import load_spider
 
         return load_spider(path, split)
     raise ConfigError(f"dataset must be 'builtin', 'spider' or 'bird', got {dataset!r}")
@@ -270,7 +270,7 @@ def _make_backend(dialect: str, url: str | None, taskset: TaskSet, limits: Query
     if dialect in ("postgresql", "postgres"):
         if not url:
             raise ConfigError("dialect='postgresql' needs url='postgresql://user@host:port/dbname'")
-        from envs.sql.postgres import PostgresBackend
+        from agentgym.envs.sql.postgres import PostgresBackend
 
         return PostgresBackend(url, taskset.db_paths, limits)
     raise ConfigError(f"dialect must be 'sqlite' or 'postgresql', got {dialect!r}")

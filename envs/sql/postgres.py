@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.errors import ConfigError, require
-from envs.sql.backends import QueryError, QueryLimits, check_statement
-from envs.sql.dataset import DATA_VERSION
-from envs.sql.results import QueryResult
-from envs.sql.statements import statement_kind
+from agentgym.envs.sql.backends import QueryError, QueryLimits, check_statement
+from agentgym.envs.sql.dataset import DATA_VERSION
+from agentgym.envs.sql.results import QueryResult
+from agentgym.envs.sql.statements import statement_kind
 
 PG_READ_KINDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "EXPLAIN", "SHOW"})
 _STREAMED = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})

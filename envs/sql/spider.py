@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.errors import ConfigError
-from envs.sql.dataset import SqlTask, TaskSet
+from agentgym.envs.sql.dataset import SqlTask, TaskSet
 
 
 @dataclass

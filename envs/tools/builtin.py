@@ -11,7 +11,7 @@ import ast
 import datetime as dt
 import operator
 
-from envs.tools import knowledge
+from agentgym.envs.tools import knowledge
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}

@@ -28,11 +28,11 @@ from typing import Any
 
 from agentgym.errors import ConfigError, MalformedActionError
 from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
-from envs.task_state import TaskStateEnv
-from envs.tools.builtin import BUILTIN_FUNCTIONS
-from envs.tools.mcp_client import McpServerSpec, ToolServerError
-from envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
-from envs.tools.toolbox import Toolbox, ToolError
+from agentgym.envs.task_state import TaskStateEnv
+from agentgym.envs.tools.builtin import BUILTIN_FUNCTIONS
+from agentgym.envs.tools.mcp_client import McpServerSpec, ToolServerError
+from agentgym.envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
+from agentgym.envs.tools.toolbox import Toolbox, ToolError
 
 ANSWER_TOOL = {"type": "function", "function": {
     "name": "answer", "description": "Give the final answer to the question; ends the episode.",
@@ -269,7 +269,7 @@ def _call_text(name: str, arguments: dict[str, Any]) -> str:
 def load_tasks_file(path: str) -> list[ToolTask]:
     """User tasks from JSON Lines: ``{"question", "answer"}`` plus optional ``id``, ``aliases``, ``plan``
     (a list of ``{"tool", "arguments"}``; arguments may use ``{0}``... for earlier results)."""
-    from envs.tools.tasks import PlanStep
+    from agentgym.envs.tools.tasks import PlanStep
 
     tasks = []
     try:

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.tools import knowledge
-from envs.tools.builtin import format_number
+from agentgym.envs.tools import knowledge
+from agentgym.envs.tools.builtin import format_number
 
 
 @dataclass(frozen=True)

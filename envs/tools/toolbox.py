@@ -19,8 +19,8 @@ from typing import Any
 
 from agentgym.errors import AgentGymError, ConfigError, MalformedActionError
 from agentgym.toolcalls import ToolCall, validate_arguments
-from envs.tools.functions import FunctionTool, function_tool, load_function
-from envs.tools.mcp_client import McpServer, McpServerSpec
+from agentgym.envs.tools.functions import FunctionTool, function_tool, load_function
+from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec
 
 
 class ToolError(AgentGymError):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import sandboxes
-from sandboxes import Limits, Sandbox
+from agentgym import sandboxes
+from agentgym.sandboxes import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = sandboxes.BASE_IMAGE
@@ -25,7 +25,7 @@ SMALL = Limits(cpus=0.5, memory_bytes=192 * 1024 * 1024, pids=64, disk_bytes=16 
 
 
 def _engine_problem() -> str | None:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     try:
         client = docker.client()
@@ -44,7 +44,7 @@ def docker_engine() -> None:
     problem = _engine_problem()
     if problem is not None and os.geteuid() == 0:
         subprocess.run(["bash", str(REPO / "scripts" / "docker.sh")], check=False)
-        from sandboxes import docker
+        from agentgym.sandboxes import docker
 
         docker._client = None
         problem = _engine_problem()
@@ -58,7 +58,7 @@ def _require(backend: str, request: pytest.FixtureRequest) -> None:
     if backend == "docker":
         request.getfixturevalue("docker_engine")
     else:
-        from sandboxes import local
+        from agentgym.sandboxes import local
 
         reason = local.unavailable_reason()
         if reason is not None:
@@ -89,6 +89,6 @@ def docker_sandbox(docker_engine: None) -> Iterator[Sandbox]:
 def unsupported(backend: str, feature: str) -> None:
     """Skip with the documented reason when `backend` documents `feature` as unenforced."""
     if backend == "local":
-        from sandboxes.local import UNSUPPORTED
+        from agentgym.sandboxes.local import UNSUPPORTED
 
         pytest.skip(UNSUPPORTED[feature])

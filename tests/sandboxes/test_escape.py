@@ -12,7 +12,7 @@ import threading
 import uuid
 from pathlib import Path
 
-from sandboxes import Sandbox
+from agentgym.sandboxes import Sandbox
 from tests.sandboxes.conftest import SMALL, unsupported
 
 

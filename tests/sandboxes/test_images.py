@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import sandboxes
-from sandboxes import images
+from agentgym import sandboxes
+from agentgym.sandboxes import images
 from tests.sandboxes.conftest import REPO, SMALL
 
 pytestmark = pytest.mark.docker
@@ -21,7 +21,7 @@ def context_root(tmp_path: Path, docker_engine: None) -> Iterator[Path]:
     """A copy of docker/example under a temporary root; its images are removed afterwards."""
     shutil.copytree(REPO / "docker" / "example", tmp_path / "agentgym-test-img")
     yield tmp_path
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     api = docker.client().api
     for image in api.images(name="agentgym/agentgym-test-img"):

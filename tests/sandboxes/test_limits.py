@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from sandboxes import Limits
+from agentgym.sandboxes import Limits
 
 
 def test_defaults_are_valid() -> None:
@@ -36,14 +36,14 @@ def test_import_is_light() -> None:
 
 
 def test_unknown_backend_is_rejected() -> None:
-    import sandboxes
+    from agentgym import sandboxes
 
     with pytest.raises(ValueError, match="choose one of"):
         sandboxes.open("x", backend="vm")  # type: ignore[arg-type]
 
 
 def test_auto_falls_back_to_local_and_says_so(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    from sandboxes import backends, docker, local
+    from agentgym.sandboxes import backends, docker, local
 
     if local.unavailable_reason() is not None:
         pytest.skip(f"local backend unavailable on this machine: {local.unavailable_reason()}")

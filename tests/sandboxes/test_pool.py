@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import sandboxes
-from sandboxes import Pool
+from agentgym import sandboxes
+from agentgym.sandboxes import Pool
 from tests.sandboxes.conftest import IMAGE, SMALL
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sandboxes import reaper
+from agentgym.sandboxes import reaper
 from tests.sandboxes.conftest import IMAGE, REPO
 
 pytestmark = pytest.mark.docker
@@ -24,14 +24,14 @@ time.sleep(600)
 
 
 def containers_of(pid: int) -> list[str]:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     api = docker.client().api
     return [c["Id"] for c in api.containers(all=True, filters={"label": f"agentgym.owner_pid={pid}"})]
 
 
 def test_orphans_of_a_sigkilled_owner_are_removed(docker_engine: None) -> None:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen([sys.executable, "-c", CHILD, IMAGE], stdout=subprocess.PIPE, text=True, env=env)
@@ -45,7 +45,7 @@ def test_orphans_of_a_sigkilled_owner_are_removed(docker_engine: None) -> None:
 
 
 def test_reaper_removes_a_stopped_orphan_and_spares_live_owners(docker_engine: None) -> None:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     api = docker.client().api
     gone = subprocess.Popen(["true"])
@@ -66,7 +66,7 @@ def test_owner_exit_removes_its_containers(docker_engine: None) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     cid = proc.stdout.strip()
     assert proc.returncode == 0 and cid, proc.stderr
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     assert docker.client().api.containers(all=True, filters={"id": cid}) == []
 
@@ -79,7 +79,7 @@ def test_sigterm_removes_its_containers(docker_engine: None) -> None:
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=60) == -signal.SIGTERM
     deadline = time.monotonic() + 30
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     while docker.client().api.containers(all=True, filters={"id": cid}) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import sandboxes
-from sandboxes import Limits, Sandbox
+from agentgym import sandboxes
+from agentgym.sandboxes import Limits, Sandbox
 from tests.sandboxes.conftest import IMAGE, SMALL
 
 LISTING = (
@@ -123,7 +123,7 @@ def test_missing_image_says_how_to_build_it(docker_engine: None) -> None:
 
 @pytest.mark.docker
 def test_docker_defaults_are_locked_down(docker_sandbox: Sandbox) -> None:
-    from sandboxes import docker
+    from agentgym.sandboxes import docker
 
     info = docker.client().api.inspect_container(docker_sandbox.id)
     host = info["HostConfig"]
@@ -137,7 +137,7 @@ def test_docker_defaults_are_locked_down(docker_sandbox: Sandbox) -> None:
 
 
 def test_frozen_agent_is_declared_dead(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandboxes import sandbox as sandbox_module
+    from agentgym.sandboxes import sandbox as sandbox_module
 
     monkeypatch.setattr(sandbox_module, "EXEC_GRACE_S", 1.0)
     result = sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)

@@ -9,19 +9,19 @@ import torch
 from agentgym.models import TinyModelSpec, tiny_model_dir
 from agentgym.policy.hf import HFBackend
 from agentgym.trajectory import Episode, Turn
-from trainer.checkpoint import CheckpointManager, TrainerState
-from trainer.forward import token_logprobs
-from trainer.model import (
+from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
+from agentgym.trainer.forward import token_logprobs
+from agentgym.trainer.model import (
     ModelSpec,
     build_model,
     build_optimizer,
     build_scheduler,
     trainable_parameters,
 )
-from trainer.packing import episode_to_sample, pack, pad
-from trainer.update import _keep_high_entropy
-from trainer.value_head import Critic
-from trainer.weight_sync import InProcessSync, SaveAndReloadSync
+from agentgym.trainer.packing import episode_to_sample, pack, pad
+from agentgym.trainer.update import _keep_high_entropy
+from agentgym.trainer.value_head import Critic
+from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
 
 
 def episode(rng: random.Random, turns: int = 2) -> Episode:

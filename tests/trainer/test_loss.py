@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from trainer.loss import (
+from agentgym.trainer.loss import (
     LossConfig,
     aggregate,
     clipped_surrogate,

@@ -1,6 +1,6 @@
 """runtime: ray — short runs on a local Ray cluster, inside a loopback-only network namespace.
 
-Each Ray test runs ``python -m trainer.ray_runtime`` through ``scripts/ray-netns.sh`` (a fresh network
+Each Ray test runs ``python -m agentgym.trainer.ray_runtime`` through ``scripts/ray-netns.sh`` (a fresh network
 namespace with only ``lo`` up, so Ray binds to 127.0.0.1 and never advertises the machine's address),
 then checks what the run left behind: the run result, metrics.jsonl, the ledger of trained episode ids,
 the trajectory store and the checkpoint, and that no process of that Ray session outlived it.
@@ -50,7 +50,7 @@ def run_on_local_ray(cwd: Path, overrides: dict[str, Any], *args: str) -> dict[s
     pytest.importorskip("ray", reason="install the ray extra: pip install -e '.[ray]'")
     session_root = tempfile.mkdtemp(prefix="agr-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     sets = [f"--set={key}={json.dumps(value)}" for key, value in {**TINY, **overrides}.items()]
-    cmd = [str(NETNS), sys.executable, "-m", "trainer.ray_runtime", "--json", "--num-cpus", "2",
+    cmd = [str(NETNS), sys.executable, "-m", "agentgym.trainer.ray_runtime", "--json", "--num-cpus", "2",
            "--temp-dir", session_root, *args, *sets]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
@@ -128,7 +128,7 @@ def test_sync_run_on_local_ray_resumes_from_its_checkpoint(tmp_path):
 
 def test_settings_reject_impossible_layouts_and_start_local_clusters_on_loopback(monkeypatch):
     from agentgym.errors import ConfigError
-    from trainer.ray_runtime import RaySettings
+    from agentgym.trainer.ray_runtime import RaySettings
 
     with pytest.raises(ConfigError, match="rollout_workers must be >= 1"):
         RaySettings(rollout_workers=0)
@@ -141,7 +141,7 @@ def test_settings_reject_impossible_layouts_and_start_local_clusters_on_loopback
 
 def test_config_paths_are_made_absolute_for_actors(tmp_path, monkeypatch):
     from agentgym.config import TrainConfig
-    from trainer.ray_runtime.driver import absolute_paths
+    from agentgym.trainer.ray_runtime.driver import absolute_paths
 
     monkeypatch.chdir(tmp_path)
     cfg = absolute_paths(TrainConfig(output_dir="runs", store="runs/x.db"))
@@ -151,8 +151,8 @@ def test_config_paths_are_made_absolute_for_actors(tmp_path, monkeypatch):
 
 
 def test_tallies_of_rollout_workers_add_up():
-    from trainer.ray_runtime.trainer_actor import merge_tallies
-    from trainer.rollouts import CollectTally
+    from agentgym.trainer.ray_runtime.trainer_actor import merge_tallies
+    from agentgym.trainer.rollouts import CollectTally
 
     a = CollectTally(episodes=3, successes=1, reward_sum=1.5, turns=9, action_tokens=30, started=5.0)
     b = CollectTally(episodes=2, successes=2, reward_sum=2.0, turns=4, action_tokens=12, started=3.0)
@@ -164,7 +164,7 @@ def test_tallies_of_rollout_workers_add_up():
 
 def test_the_run_config_sets_the_placement():
     from agentgym.config import load_train_config
-    from trainer.ray_runtime import RaySettings
+    from agentgym.trainer.ray_runtime import RaySettings
 
     cfg = load_train_config(None, {"runtime": "ray", "ray_rollout_workers": 3, "ray_env_workers": 0,
                                    "ray_address": "ray://head:10001"})

@@ -13,11 +13,11 @@ and loops of `trainer.train`); only the transport between stages changes:
 
 Ray advertises the machine's non-loopback address; on machines where that
 must not be used, run inside a loopback-only network namespace
-(``scripts/ray-netns.sh``). ``python -m trainer.ray_runtime CONFIG`` runs a
+(``scripts/ray-netns.sh``). ``python -m agentgym.trainer.ray_runtime CONFIG`` runs a
 config on Ray and prints a JSON summary.
 """
 
-from trainer.ray_runtime.driver import run_on_ray, run_ray
-from trainer.ray_runtime.settings import RaySettings
+from agentgym.trainer.ray_runtime.driver import run_on_ray, run_ray
+from agentgym.trainer.ray_runtime.settings import RaySettings
 
 __all__ = ["RaySettings", "run_on_ray", "run_ray"]

@@ -1,6 +1,6 @@
-"""Run a training config on Ray and print a summary: ``python -m trainer.ray_runtime [CONFIG] [--set k=v ...]``.
+"""Run a training config on Ray and print a summary: ``python -m agentgym.trainer.ray_runtime [CONFIG] [--set k=v ...]``.
 
-    scripts/ray-netns.sh .venv/bin/python -m trainer.ray_runtime configs/quickstart.yaml \\
+    scripts/ray-netns.sh .venv/bin/python -m agentgym.trainer.ray_runtime configs/quickstart.yaml \\
         --set runtime=ray --set mode=async --rollout-workers 2 --json
 
 The summary (``--json``: one JSON object on the last line) holds the run
@@ -18,7 +18,7 @@ import yaml
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.ray_runtime", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m agentgym.trainer.ray_runtime", description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", help="YAML run config (default: every key at its default)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (a YAML value); repeatable")
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from agentgym.config import load_train_config
-    from trainer.ray_runtime import RaySettings, run_on_ray
+    from agentgym.trainer.ray_runtime import RaySettings, run_on_ray
 
     overrides = {}
     for pair in args.overrides:

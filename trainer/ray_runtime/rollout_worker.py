@@ -28,8 +28,8 @@ from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
 from agentgym.data import TrainBatch
 from agentgym.policy.base import SamplingParams
-from trainer.ray_runtime.data_actor import RemoteDataManager
-from trainer.ray_runtime.env_worker import RemoteEnvFactory
+from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
+from agentgym.trainer.ray_runtime.env_worker import RemoteEnvFactory
 
 
 class RolloutWorker:
@@ -39,10 +39,10 @@ class RolloutWorker:
         import torch
 
         from agentgym.store import TrajectoryStore
-        from trainer.chat import prompt_tokenizer
-        from trainer.components import build_backend, model_spec, split_tasks
-        from trainer.model import build_model
-        from trainer.rollouts import RolloutDriver
+        from agentgym.trainer.chat import prompt_tokenizer
+        from agentgym.trainer.components import build_backend, model_spec, split_tasks
+        from agentgym.trainer.model import build_model
+        from agentgym.trainer.rollouts import RolloutDriver
 
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)

@@ -25,8 +25,8 @@ from typing import Any
 from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
 from agentgym.data import TrainBatch
-from trainer.ray_runtime.data_actor import RemoteDataManager
-from trainer.ray_runtime.env_worker import _await
+from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
+from agentgym.trainer.ray_runtime.env_worker import _await
 
 
 class CollectionFailed(RuntimeError):
@@ -42,7 +42,7 @@ class RayWeightSync:
     def push(self, model: Any, version: int) -> int:
         import ray
 
-        from trainer.model import merged_state_dict
+        from agentgym.trainer.model import merged_state_dict
 
         state = {k: v.detach().to("cpu") for k, v in merged_state_dict(model).items()}
         ref = ray.put(state)
@@ -92,7 +92,7 @@ class RemoteDriver:
 
 def merge_tallies(tallies: Iterable[Any]) -> Any:
     """One `CollectTally` summing the workers' (the earliest start time is kept)."""
-    from trainer.rollouts import CollectTally
+    from agentgym.trainer.rollouts import CollectTally
 
     out = CollectTally()
     items = list(tallies)
@@ -141,9 +141,9 @@ class TrainerActor:
         import torch
 
         from agentgym.store import TrajectoryStore
-        from trainer.chat import prompt_tokenizer
-        from trainer.components import build_policy_side, split_tasks
-        from trainer.train import seed_everything
+        from agentgym.trainer.chat import prompt_tokenizer
+        from agentgym.trainer.components import build_policy_side, split_tasks
+        from agentgym.trainer.train import seed_everything
 
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -161,9 +161,9 @@ class TrainerActor:
 
     def run(self, resume: bool = False) -> Any:
         """Train to the end (or the time limit); with `resume`, continue from the latest checkpoint."""
-        from trainer.checkpoint import CheckpointManager
-        from trainer.run_log import RunLog
-        from trainer.train import _sync_loop
+        from agentgym.trainer.checkpoint import CheckpointManager
+        from agentgym.trainer.run_log import RunLog
+        from agentgym.trainer.train import _sync_loop
 
         cfg, c = self.cfg, self.view
         ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
@@ -182,7 +182,7 @@ class TrainerActor:
 
     # ---- start: fresh or resumed, as `trainer.train.train` does ------------------------------
     def _fresh(self, log: Any) -> tuple[int, int]:
-        from trainer.sft import warm_start
+        from agentgym.trainer.sft import warm_start
 
         cfg, c = self.cfg, self.view
         self.store.log_run(cfg.name, cfg.model_dump())
@@ -199,7 +199,7 @@ class TrainerActor:
         import ray
 
         cfg, c = self.cfg, self.view
-        from trainer.train import restore_extra
+        from agentgym.trainer.train import restore_extra
 
         state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
         c.updater.updates_done = state.update
@@ -214,7 +214,7 @@ class TrainerActor:
     def _async(self, log: Any, ckpt: Any, start: int, version: int) -> Any:
         import ray
 
-        from trainer.train import Progress, trainer_loop
+        from agentgym.trainer.train import Progress, trainer_loop
 
         cfg, c = self.cfg, self.view
         evaluator = Progress(cfg, c, log, ckpt, start)

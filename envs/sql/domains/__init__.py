@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.sql.dataset import Domain
-from envs.sql.domains import flights, hr, library, school, shop
+from agentgym.envs.sql.dataset import Domain
+from agentgym.envs.sql.domains import flights, hr, library, school, shop
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in (shop.DOMAIN, school.DOMAIN, library.DOMAIN,
                                                  flights.DOMAIN, hr.DOMAIN)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.sql.dataset import Column, Domain, Table, Template
-from envs.sql.domains.common import each, iso_date, person_name
+from agentgym.envs.sql.dataset import Column, Domain, Table, Template
+from agentgym.envs.sql.domains.common import each, iso_date, person_name
 
 AIRPORTS = (("LIS", "Humberto Delgado", "Lisbon", "Portugal"), ("OPO", "Francisco Sa Carneiro", "Porto", "Portugal"),
             ("MAD", "Barajas", "Madrid", "Spain"), ("BCN", "El Prat", "Barcelona", "Spain"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.sql.dataset import Column, Domain, Table, Template
-from envs.sql.domains.common import each, iso_date, person_name
+from agentgym.envs.sql.dataset import Column, Domain, Table, Template
+from agentgym.envs.sql.domains.common import each, iso_date, person_name
 
 DEPARTMENTS = (("Engineering", "Lisbon"), ("Sales", "Madrid"), ("Marketing", "Paris"), ("Finance", "Berlin"),
                ("Support", "Lisbon"), ("Research", "Munich"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.sql.dataset import Column, Domain, Table, Template
-from envs.sql.domains.common import CITIES, add_days, each, iso_date, person_name
+from agentgym.envs.sql.dataset import Column, Domain, Table, Template
+from agentgym.envs.sql.domains.common import CITIES, add_days, each, iso_date, person_name
 
 AUTHORS = (("Mara Quell", "Portugal", 1948), ("Tomas Verde", "Spain", 1961), ("Lena Hart", "Germany", 1975),
            ("Odile Fabre", "France", 1955), ("Paolo Senna", "Italy", 1982), ("Nuno Baptista", "Portugal", 1990),

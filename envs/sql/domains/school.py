@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.sql.dataset import Column, Domain, Table, Template
-from envs.sql.domains.common import CITIES, each, person_name
+from agentgym.envs.sql.dataset import Column, Domain, Table, Template
+from agentgym.envs.sql.domains.common import CITIES, each, person_name
 
 TEACHERS = (("Alice Moreau", "math", 2008), ("Bruno Keller", "math", 2015), ("Carla Nunes", "science", 2011),
             ("David Lindqvist", "science", 2019), ("Emma Rossi", "history", 2005), ("Felix Braun", "history", 2021),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from envs.sql.dataset import Column, Domain, Table, Template
-from envs.sql.domains.common import CITIES, each, iso_date, person_name
+from agentgym.envs.sql.dataset import Column, Domain, Table, Template
+from agentgym.envs.sql.domains.common import CITIES, each, iso_date, person_name
 
 CATEGORIES = {"books": (8, 40), "games": (15, 70), "garden": (5, 120), "kitchen": (4, 90), "toys": (3, 50)}
 PRODUCT_WORDS = ("Classic", "Deluxe", "Mini", "Pro", "Eco", "Smart", "Vintage", "Ultra")

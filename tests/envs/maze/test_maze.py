@@ -6,7 +6,7 @@ import agentgym
 from agentgym.policy.simple import random_policy, solver_policy
 from agentgym.rollout import run_episode
 from agentgym.testing import AgentEnvContract
-from envs.maze.generate import DIFFICULTIES, generate
+from agentgym.envs.maze.generate import DIFFICULTIES, generate
 
 
 class TestMazeContract(AgentEnvContract):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.sql.dataset import TaskSet, builtin_taskset
+from agentgym.envs.sql.dataset import TaskSet, builtin_taskset
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,9 @@
 import collections
 import sqlite3
 
-from envs.sql.dataset import DIFFICULTIES, builtin_taskset
-from envs.sql.domains import DOMAINS
-from envs.sql.statements import has_top_level_order_by
+from agentgym.envs.sql.dataset import DIFFICULTIES, builtin_taskset
+from agentgym.envs.sql.domains import DOMAINS
+from agentgym.envs.sql.statements import has_top_level_order_by
 
 
 def test_at_least_200_tasks_over_five_domains_and_three_difficulties(taskset):

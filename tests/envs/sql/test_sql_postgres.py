@@ -11,7 +11,7 @@ import agentgym
 from agentgym import ConfigError, TrajectoryStore
 from agentgym.checker import check_env_contract
 from agentgym.cli import app
-from envs.sql.postgres import schema_name
+from agentgym.envs.sql.postgres import schema_name
 
 pytestmark = pytest.mark.postgres
 

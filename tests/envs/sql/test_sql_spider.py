@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 import agentgym
 from agentgym import ConfigError, TrajectoryStore
 from agentgym.cli import app
-from envs.sql.spider import load_spider
+from agentgym.envs.sql.spider import load_spider
 
 CONCERT = ["CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)",
            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, concert_name TEXT, year TEXT, "

@@ -2,8 +2,8 @@
 
 from decimal import Decimal
 
-from envs.sql.results import QueryResult, TableFormat, format_table, results_match
-from envs.sql.statements import has_top_level_order_by, split_statements, statement_kind
+from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, results_match
+from agentgym.envs.sql.statements import has_top_level_order_by, split_statements, statement_kind
 
 
 def test_split_ignores_semicolons_in_literals_comments_and_dollar_quotes():

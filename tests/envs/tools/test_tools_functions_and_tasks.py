@@ -4,10 +4,10 @@ from typing import Literal
 
 import pytest
 
-from envs.tools import knowledge
-from envs.tools.builtin import calculate, date_add, days_between, weekday
-from envs.tools.functions import function_tool
-from envs.tools.tasks import TASK_SETS, answer_matches, normalise_answer
+from agentgym.envs.tools import knowledge
+from agentgym.envs.tools.builtin import calculate, date_add, days_between, weekday
+from agentgym.envs.tools.functions import function_tool
+from agentgym.envs.tools.tasks import TASK_SETS, answer_matches, normalise_answer
 
 
 def book_flight(origin: str, seats: int, cabin: Literal["economy", "business"] = "economy",

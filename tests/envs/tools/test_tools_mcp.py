@@ -11,7 +11,7 @@ import pytest
 
 import agentgym
 from agentgym.checker import check_env_contract
-from envs.tools.mcp_client import McpServer, McpServerSpec, ToolServerError
+from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec, ToolServerError
 
 pytestmark = pytest.mark.timeout(180)
 CRASHING = {"command": sys.executable, "args": [str(Path(__file__).with_name("crashing_server.py"))],
