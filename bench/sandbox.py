@@ -29,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentgym import sandboxes  # noqa: E402
 from agentgym.sandboxes import Limits, Pool  # noqa: E402
+
+from agentgym import sandboxes  # noqa: E402
 
 IMAGE = sandboxes.BASE_IMAGE
 BENCH_LIMITS = Limits(cpus=0.5, memory_bytes=64 * 1024 * 1024, pids=64, disk_bytes=16 * 1024 * 1024)

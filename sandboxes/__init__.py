@@ -15,7 +15,13 @@ Docker SDK nor anything outside the standard library.
 """
 
 from agentgym.sandboxes.backends import open
-from agentgym.sandboxes.errors import AgentError, BackendUnavailable, ImageNotFound, SandboxClosed, SandboxError
+from agentgym.sandboxes.errors import (
+    AgentError,
+    BackendUnavailable,
+    ImageNotFound,
+    SandboxClosed,
+    SandboxError,
+)
 from agentgym.sandboxes.images import BASE_IMAGE
 from agentgym.sandboxes.limits import Limits
 from agentgym.sandboxes.pool import Pool

@@ -8,16 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from agentgym.collector.collector import Collector
-from agentgym.collector.config import Task
-from agentgym.config import TrainConfig
-from agentgym.credit import compute_credit
-from agentgym.data import Curation, DataManager
-from agentgym.models import TinyModelSpec, load_model
-from agentgym.policy.base import SamplingParams
-from agentgym.registration import make
-from agentgym.trajectory import Episode
 from agentgym.trainer.chat import prompt_tokenizer
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.loss import LossConfig
@@ -34,6 +24,16 @@ from agentgym.trainer.rollouts import RolloutDriver
 from agentgym.trainer.update import PolicyUpdater, UpdateConfig
 from agentgym.trainer.value_head import Critic
 from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
+
+from agentgym.collector.collector import Collector
+from agentgym.collector.config import Task
+from agentgym.config import TrainConfig
+from agentgym.credit import compute_credit
+from agentgym.data import Curation, DataManager
+from agentgym.models import TinyModelSpec, load_model
+from agentgym.policy.base import SamplingParams
+from agentgym.registration import make
+from agentgym.trajectory import Episode
 
 
 @dataclass

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
 from agentgym.trainer.packing import TokenBatch
 
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from agentgym.trainer.forward import token_logprobs
+from agentgym.trainer.packing import collate, episode_to_sample
 
 from agentgym.collector.collector import Collector
 from agentgym.collector.config import Task
 from agentgym.policy.scripted import ScriptedBackend
 from agentgym.trajectory import Episode
-from agentgym.trainer.forward import token_logprobs
-from agentgym.trainer.packing import collate, episode_to_sample
 
 
 def solver_action(messages: list[dict[str, str]], env: Any) -> str:

@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
+from agentgym.trainer.components import Components, build_components, evaluate
+from agentgym.trainer.run_log import RunLog
+from agentgym.trainer.sft import warm_start
 from rich.console import Console
 
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
 from agentgym.store import TrajectoryStore
-from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
-from agentgym.trainer.components import Components, build_components, evaluate
-from agentgym.trainer.run_log import RunLog
-from agentgym.trainer.sft import warm_start
 
 
 @dataclass

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from agentgym.data import TrainBatch, select_high_entropy_steps
-from agentgym.trajectory import Episode
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.loss import LossConfig, policy_loss
 from agentgym.trainer.model import trainable_parameters
 from agentgym.trainer.packing import Sample, TokenBatch, collate, episode_to_sample, micro_batches
 from agentgym.trainer.value_head import Critic
+
+from agentgym.data import TrainBatch, select_high_entropy_steps
+from agentgym.trajectory import Episode
 
 #: (episodes, per-turn critic values or None) -> (per-turn advantages, per-turn returns or None)
 CreditFn = Callable[[Sequence[Episode], list[list[float]] | None], tuple[list[list[float]], list[list[float]] | None]]

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
-
 from agentgym.trainer.forward import model_inputs
 from agentgym.trainer.loss import value_loss
 from agentgym.trainer.packing import TokenBatch
+from torch import nn
 
 
 class ValueModel(nn.Module):

@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentgym.envs.maze.generate import DIFFICULTIES, MOVES, Cell, Maze, generate
+
 from agentgym.core import AgentEnv
 from agentgym.errors import MalformedActionError
 from agentgym.toolcalls import error_observation, parse_tool_calls
-from agentgym.envs.maze.generate import DIFFICULTIES, MOVES, Cell, Maze, generate
 
 _ALIASES = {"north": "up", "south": "down", "west": "left", "east": "right",
             "u": "up", "d": "down", "l": "left", "r": "right"}

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote
 
-from agentgym.errors import AgentGymError
 from agentgym.envs.sql.results import QueryResult
 from agentgym.envs.sql.statements import split_statements, statement_kind
+
+from agentgym.errors import AgentGymError
 
 SQLITE_READ_KINDS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "PRAGMA"})
 #: PRAGMAs that only read the schema (whatever their argument); every other PRAGMA is denied.

@@ -26,14 +26,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agentgym.errors import ConfigError, MalformedActionError
-from agentgym.toolcalls import error_observation
 from agentgym.envs.sql.actions import TOOLS, SqlAction, parse_sql_action
 from agentgym.envs.sql.backends import QueryError, QueryLimits, SqlBackend, SqliteBackend
 from agentgym.envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
 from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, results_match
 from agentgym.envs.sql.statements import has_top_level_order_by
 from agentgym.envs.task_state import TaskStateEnv
+
+from agentgym.errors import ConfigError, MalformedActionError
+from agentgym.toolcalls import error_observation
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)

@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import ConfigError, require
 from agentgym.envs.sql.backends import QueryError, QueryLimits, check_statement
 from agentgym.envs.sql.dataset import DATA_VERSION
 from agentgym.envs.sql.results import QueryResult
 from agentgym.envs.sql.statements import statement_kind
+
+from agentgym.errors import ConfigError, require
 
 PG_READ_KINDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "EXPLAIN", "SHOW"})
 _STREAMED = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})

@@ -26,8 +26,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym.errors import ConfigError
 from agentgym.envs.sql.dataset import SqlTask, TaskSet
+
+from agentgym.errors import ConfigError
 
 
 @dataclass

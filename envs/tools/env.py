@@ -26,13 +26,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.errors import ConfigError, MalformedActionError
-from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
 from agentgym.envs.task_state import TaskStateEnv
 from agentgym.envs.tools.builtin import BUILTIN_FUNCTIONS
 from agentgym.envs.tools.mcp_client import McpServerSpec, ToolServerError
 from agentgym.envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
 from agentgym.envs.tools.toolbox import Toolbox, ToolError
+
+from agentgym.errors import ConfigError, MalformedActionError
+from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
 
 ANSWER_TOOL = {"type": "function", "function": {
     "name": "answer", "description": "Give the final answer to the question; ends the episode.",

@@ -17,10 +17,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentgym.errors import AgentGymError, ConfigError, MalformedActionError
-from agentgym.toolcalls import ToolCall, validate_arguments
 from agentgym.envs.tools.functions import FunctionTool, function_tool, load_function
 from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec
+
+from agentgym.errors import AgentGymError, ConfigError, MalformedActionError
+from agentgym.toolcalls import ToolCall, validate_arguments
 
 
 class ToolError(AgentGymError):

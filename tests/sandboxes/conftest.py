@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agentgym.sandboxes import Limits, Sandbox
 
 from agentgym import sandboxes
-from agentgym.sandboxes import Limits, Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = sandboxes.BASE_IMAGE

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 from agentgym.sandboxes import Sandbox
+
 from tests.sandboxes.conftest import SMALL, unsupported
 
 

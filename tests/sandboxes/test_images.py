@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agentgym.sandboxes import images
 from typer.testing import CliRunner
 
 from agentgym import sandboxes
-from agentgym.sandboxes import images
 from tests.sandboxes.conftest import REPO, SMALL
 
 pytestmark = pytest.mark.docker

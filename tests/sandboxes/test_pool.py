@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from agentgym.sandboxes import Pool
 
 from agentgym import sandboxes
-from agentgym.sandboxes import Pool
 from tests.sandboxes.conftest import IMAGE, SMALL
 
 

@@ -9,8 +9,8 @@ import sys
 import time
 
 import pytest
-
 from agentgym.sandboxes import reaper
+
 from tests.sandboxes.conftest import IMAGE, REPO
 
 pytestmark = pytest.mark.docker

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from agentgym.sandboxes import Limits, Sandbox
 
 from agentgym import sandboxes
-from agentgym.sandboxes import Limits, Sandbox
 from tests.sandboxes.conftest import IMAGE, SMALL
 
 LISTING = (

@@ -5,10 +5,6 @@ from __future__ import annotations
 import random
 
 import torch
-
-from agentgym.models import TinyModelSpec, tiny_model_dir
-from agentgym.policy.hf import HFBackend
-from agentgym.trajectory import Episode, Turn
 from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.model import (
@@ -22,6 +18,10 @@ from agentgym.trainer.packing import episode_to_sample, pack, pad
 from agentgym.trainer.update import _keep_high_entropy
 from agentgym.trainer.value_head import Critic
 from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
+
+from agentgym.models import TinyModelSpec, tiny_model_dir
+from agentgym.policy.hf import HFBackend
+from agentgym.trajectory import Episode, Turn
 
 
 def episode(rng: random.Random, turns: int = 2) -> Episode:

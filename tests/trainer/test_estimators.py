@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from agentgym.trainer.train import train
 
 from agentgym.config import load_train_config
-from agentgym.trainer.train import train
 
 TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, torch_threads=1,
            groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=3, drop_zero_variance=False,

@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-
 from agentgym.trainer.loss import (
     LossConfig,
     aggregate,

@@ -7,12 +7,12 @@ import random
 
 import pytest
 import torch
-
-from agentgym.models import load_model, tiny_model_dir
-from agentgym.trajectory import Episode, Turn
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.loss import LossConfig, policy_loss
 from agentgym.trainer.packing import episode_to_sample, micro_batches, pack, pad
+
+from agentgym.models import load_model, tiny_model_dir
+from agentgym.trajectory import Episode, Turn
 
 
 def make_episode(rng: random.Random, turns: int, vocab: int = 500, version: int = 3) -> Episode:

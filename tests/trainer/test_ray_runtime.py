@@ -127,8 +127,9 @@ def test_sync_run_on_local_ray_resumes_from_its_checkpoint(tmp_path):
 # ---- pieces that need no cluster -----------------------------------------------------------------
 
 def test_settings_reject_impossible_layouts_and_start_local_clusters_on_loopback(monkeypatch):
-    from agentgym.errors import ConfigError
     from agentgym.trainer.ray_runtime import RaySettings
+
+    from agentgym.errors import ConfigError
 
     with pytest.raises(ConfigError, match="rollout_workers must be >= 1"):
         RaySettings(rollout_workers=0)
@@ -140,8 +141,9 @@ def test_settings_reject_impossible_layouts_and_start_local_clusters_on_loopback
 
 
 def test_config_paths_are_made_absolute_for_actors(tmp_path, monkeypatch):
-    from agentgym.config import TrainConfig
     from agentgym.trainer.ray_runtime.driver import absolute_paths
+
+    from agentgym.config import TrainConfig
 
     monkeypatch.chdir(tmp_path)
     cfg = absolute_paths(TrainConfig(output_dir="runs", store="runs/x.db"))
@@ -163,8 +165,9 @@ def test_tallies_of_rollout_workers_add_up():
 
 
 def test_the_run_config_sets_the_placement():
-    from agentgym.config import load_train_config
     from agentgym.trainer.ray_runtime import RaySettings
+
+    from agentgym.config import load_train_config
 
     cfg = load_train_config(None, {"runtime": "ray", "ray_rollout_workers": 3, "ray_env_workers": 0,
                                    "ray_address": "ray://head:10001"})

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from agentgym.trainer.train import train
 
 from agentgym.config import load_train_config
 from agentgym.store import TrajectoryStore
-from agentgym.trainer.train import train
 
 TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, model="tiny",
            torch_threads=1, groups_per_batch=2, group_size=3, concurrency=8, max_new_tokens=3,

@@ -30,8 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     args = parser.parse_args(argv)
 
-    from agentgym.config import load_train_config
     from agentgym.trainer.ray_runtime import RaySettings, run_on_ray
+
+    from agentgym.config import load_train_config
 
     overrides = {}
     for pair in args.overrides:

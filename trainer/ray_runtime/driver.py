@@ -15,15 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentgym.config import TrainConfig
-from agentgym.errors import require
-from agentgym.store import TrajectoryStore
 from agentgym.trainer.components import data_manager_kwargs
 from agentgym.trainer.ray_runtime.data_actor import DataManagerActor
 from agentgym.trainer.ray_runtime.env_worker import EnvWorker
 from agentgym.trainer.ray_runtime.rollout_worker import RolloutWorker
 from agentgym.trainer.ray_runtime.settings import RaySettings
 from agentgym.trainer.ray_runtime.trainer_actor import TrainerActor
+
+from agentgym.config import TrainConfig
+from agentgym.errors import require
+from agentgym.store import TrajectoryStore
 
 
 def absolute_paths(cfg: TrainConfig) -> TrainConfig:

@@ -23,13 +23,14 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
+from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
+from agentgym.trainer.ray_runtime.env_worker import RemoteEnvFactory
+
 from agentgym.collector.collector import Collector
 from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
 from agentgym.data import TrainBatch
 from agentgym.policy.base import SamplingParams
-from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
-from agentgym.trainer.ray_runtime.env_worker import RemoteEnvFactory
 
 
 class RolloutWorker:
@@ -37,12 +38,12 @@ class RolloutWorker:
 
     def __init__(self, cfg: TrainConfig, index: int, data_manager: Any, env_workers: list[Any]):
         import torch
-
-        from agentgym.store import TrajectoryStore
         from agentgym.trainer.chat import prompt_tokenizer
         from agentgym.trainer.components import build_backend, model_spec, split_tasks
         from agentgym.trainer.model import build_model
         from agentgym.trainer.rollouts import RolloutDriver
+
+        from agentgym.store import TrajectoryStore
 
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)

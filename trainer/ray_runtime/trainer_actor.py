@@ -22,11 +22,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
+from agentgym.trainer.ray_runtime.env_worker import _await
+
 from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
 from agentgym.data import TrainBatch
-from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
-from agentgym.trainer.ray_runtime.env_worker import _await
 
 
 class CollectionFailed(RuntimeError):
@@ -41,7 +42,6 @@ class RayWeightSync:
 
     def push(self, model: Any, version: int) -> int:
         import ray
-
         from agentgym.trainer.model import merged_state_dict
 
         state = {k: v.detach().to("cpu") for k, v in merged_state_dict(model).items()}
@@ -139,11 +139,11 @@ class TrainerActor:
 
     def __init__(self, cfg: TrainConfig, data_manager: Any, workers: list[Any]):
         import torch
-
-        from agentgym.store import TrajectoryStore
         from agentgym.trainer.chat import prompt_tokenizer
         from agentgym.trainer.components import build_policy_side, split_tasks
         from agentgym.trainer.train import seed_everything
+
+        from agentgym.store import TrajectoryStore
 
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -213,7 +213,6 @@ class TrainerActor:
     # ---- async: rollout workers produce, this actor pulls ------------------------------------
     def _async(self, log: Any, ckpt: Any, start: int, version: int) -> Any:
         import ray
-
         from agentgym.trainer.train import Progress, trainer_loop
 
         cfg, c = self.cfg, self.view

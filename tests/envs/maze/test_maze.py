@@ -1,12 +1,12 @@
 import collections
 
 import pytest
+from agentgym.envs.maze.generate import DIFFICULTIES, generate
 
 import agentgym
 from agentgym.policy.simple import random_policy, solver_policy
 from agentgym.rollout import run_episode
 from agentgym.testing import AgentEnvContract
-from agentgym.envs.maze.generate import DIFFICULTIES, generate
 
 
 class TestMazeContract(AgentEnvContract):

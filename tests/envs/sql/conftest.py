@@ -6,7 +6,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
 from agentgym.envs.sql.dataset import TaskSet, builtin_taskset
 
 

@@ -5,13 +5,13 @@ import uuid
 
 import pytest
 import sqlalchemy as sa
+from agentgym.envs.sql.postgres import schema_name
 from typer.testing import CliRunner
 
 import agentgym
 from agentgym import ConfigError, TrajectoryStore
 from agentgym.checker import check_env_contract
 from agentgym.cli import app
-from agentgym.envs.sql.postgres import schema_name
 
 pytestmark = pytest.mark.postgres
 

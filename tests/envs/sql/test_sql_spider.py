@@ -5,12 +5,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from agentgym.envs.sql.spider import load_spider
 from typer.testing import CliRunner
 
 import agentgym
 from agentgym import ConfigError, TrajectoryStore
 from agentgym.cli import app
-from agentgym.envs.sql.spider import load_spider
 
 CONCERT = ["CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT, country TEXT, age INTEGER)",
            "CREATE TABLE concert (concert_id INTEGER PRIMARY KEY, concert_name TEXT, year TEXT, "

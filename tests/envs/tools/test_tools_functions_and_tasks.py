@@ -3,7 +3,6 @@
 from typing import Literal
 
 import pytest
-
 from agentgym.envs.tools import knowledge
 from agentgym.envs.tools.builtin import calculate, date_add, days_between, weekday
 from agentgym.envs.tools.functions import function_tool

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec, ToolServerError
 
 import agentgym
 from agentgym.checker import check_env_contract
-from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec, ToolServerError
 
 pytestmark = pytest.mark.timeout(180)
 CRASHING = {"command": sys.executable, "args": [str(Path(__file__).with_name("crashing_server.py"))],
