@@ -15,7 +15,7 @@ from typing import Any
 
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-from agentgym.core import AgentEnv
+from agentgym.core import ACTION_FORMATS, AgentEnv
 
 MALFORMED_ACTIONS = ("", "}{ not an action <tool_call>{oops", "\x00\x01 🤖" * 3)
 
@@ -140,26 +140,52 @@ def check_fingerprint(factory: Callable[[], Any], *, seed: int = 0) -> CheckResu
 
 
 def check_malformed_actions(factory: Callable[[], Any], *, seed: int = 0) -> CheckResult:
+    """Odd replies give an answer, never an exception; what counts as an answer depends on `action_format`.
+
+    ``tool_calls`` envs must flag a malformed reply with ``info["error_kind"]``;
+    ``free_text`` envs (a text adventure answers anything in its own words)
+    need only give a non-empty observation and keep the episode going.
+    """
     env = factory()
     try:
+        free_text = getattr(_inner(env), "action_format", "tool_calls") == "free_text"
         task = _first_task(env)
         env.reset(seed=seed, options={"task_id": task} if task else None)
         for action in MALFORMED_ACTIONS:
             try:
-                obs, _, terminated, _, info = env.step(action)
+                obs, _, terminated, truncated, info = env.step(action)
             except Exception as exc:
-                return CheckResult("malformed_action", False,
-                                   f"step({action!r}) raised {exc!r}; return an error observation instead "
-                                   "(agentgym.toolcalls.error_observation) and set info['error_kind']")
+                fix = ("answer it in the env's own words" if free_text else "return an error observation instead "
+                       "(agentgym.toolcalls.error_observation) and set info['error_kind']")
+                return CheckResult("malformed_action", False, f"step({action!r}) raised {exc!r}; {fix}")
             if not isinstance(obs, str) or not obs.strip():
                 return CheckResult("malformed_action", False, f"step({action!r}) gave an empty observation")
-            if not info.get("error_kind") and not terminated:
+            if free_text and (terminated or truncated):
+                return CheckResult("malformed_action", False,
+                                   f"step({action!r}) ended the episode; a free-text env answers an odd reply "
+                                   "and the episode goes on")
+            if not free_text and not info.get("error_kind") and not terminated:
                 return CheckResult("malformed_action", False,
                                    f"step({action!r}) was accepted without info['error_kind']; a malformed action "
-                                   "must be reported to the model")
+                                   "must be reported to the model (or declare action_format = 'free_text' if "
+                                   "every reply is a legitimate action)")
             if terminated:
                 break
+        if free_text:
+            return CheckResult("malformed_action", True, "free text: odd replies are answered and the episode goes on")
         return CheckResult("malformed_action", True, "malformed actions give error observations")
+    finally:
+        env.close()
+
+
+def check_action_format(factory: Callable[[], Any]) -> CheckResult:
+    """`action_format` is one of the declared formats."""
+    env = factory()
+    try:
+        value = getattr(_inner(env), "action_format", "tool_calls")
+        if value not in ACTION_FORMATS:
+            return CheckResult("action_format", False, f"action_format = {value!r}; declare one of {ACTION_FORMATS}")
+        return CheckResult("action_format", True, str(value))
     finally:
         env.close()
 
@@ -237,7 +263,8 @@ def check_env_contract(env_id: str, factory: Callable[[], Any]) -> CheckReport:
         report.results.append(CheckResult("gymnasium.check_env", False, f"{type(exc).__name__}: {exc}"))
     finally:
         env.close()
-    for check in (check_determinism, check_fingerprint, check_malformed_actions, check_snapshot, check_async):
+    for check in (check_action_format, check_determinism, check_fingerprint, check_malformed_actions, check_snapshot,
+                  check_async):
         try:
             report.results.append(check(factory))
         except Exception as exc:

@@ -21,7 +21,14 @@ What the contract adds to Gymnasium, and why:
   tests, demonstrations and warm-start data.
 - A malformed action is not an exception: the env answers with an error
   observation (see `agentgym.toolcalls.error_observation`), sets
-  `info["error_kind"]`, and the episode goes on.
+  `info["error_kind"]`, and the episode goes on. `action_format` declares
+  whether actions are parsed (``"tool_calls"``: tool calls or a command
+  grammar, so a reply can be malformed) or ``"free_text"`` (a text adventure
+  answers any string in its own words; no reply is malformed).
+- A broken backend (database gone, tool server crashed, container dead) is
+  the env's fault, not the model's: raise `agentgym.errors.EnvInfraError`.
+  The collector ends that episode as truncated with ``failure="infra"`` and
+  the turn is not marked invalid.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import asyncio
 import functools
 import hashlib
 from collections.abc import Sequence
-from typing import Any, ClassVar, SupportsFloat
+from typing import Any, ClassVar, Literal, SupportsFloat
 
 import gymnasium as gym
 
@@ -43,6 +50,8 @@ Info = dict[str, Any]
 StepResult = tuple[Observation, SupportsFloat, bool, bool, Info]
 ResetResult = tuple[Observation, Info]
 Message = dict[str, Any]
+ActionFormat = Literal["tool_calls", "free_text"]
+ACTION_FORMATS: tuple[str, ...] = ("tool_calls", "free_text")
 
 
 def normalise_text(text: str) -> str:
@@ -75,6 +84,8 @@ class AgentEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
     #: Same seed, task and actions give the same observations and rewards.
     deterministic: ClassVar[bool] = True
+    #: How actions are read: "tool_calls" (parsed; malformed replies set info["error_kind"]) or "free_text".
+    action_format: ClassVar[ActionFormat] = "tool_calls"
     #: The system prompt the collector puts before the first observation.
     system_prompt: str = ""
 

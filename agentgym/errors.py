@@ -43,6 +43,26 @@ class MalformedActionError(AgentGymError, ValueError):
         self.hint = hint
 
 
+class EnvInfraError(AgentGymError):
+    """The env's own backend broke: not the model's fault (the one way an env says so).
+
+    Raise it from `reset`/`step` (or any env call) when the database went away,
+    a tool server crashed, a container died or the env server cannot be
+    reached. The collector ends only that episode, as ``truncated`` with
+    ``failure="infra"`` and this message as its reason, without marking the
+    turn invalid; the data manager then retries or masks the episode, so the
+    model is never scored for it. The next `reset` should reconnect or restart
+    the backend. A malformed model action is never an `EnvInfraError`: answer it
+    with an error observation and ``info["error_kind"]``.
+    """
+
+    def __init__(self, reason: str, *, kind: str = "env_infra"):
+        super().__init__(reason)
+        self.reason = reason
+        #: a short machine-readable tag (``database_unavailable``, ``tool_server_crashed``, ``connection_refused`` ...)
+        self.kind = kind
+
+
 class SnapshotUnsupportedError(AgentGymError, NotImplementedError):
     """The env has no `snapshot`/`restore`; branch by replaying the action prefix instead."""
 

@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from agentgym.core import AgentEnv, Message
-from agentgym.errors import ConfigError
+from agentgym.errors import ConfigError, EnvInfraError
 from agentgym.policy.simple import ActionFn
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
 
@@ -50,6 +50,8 @@ def run_episode(
         options = {"task_id": task_id} if task_id is not None else None
         observation, info = env.reset(seed=seed, options=options)
         episode.task_id = str(info.get("task_id", task_id or ""))
+    except EnvInfraError as exc:
+        return _infra_truncated(episode, f"env.reset: {exc.reason}", exc.kind)
     except Exception as exc:
         return _failed(episode, f"env.reset raised {exc!r}")
     return continue_episode(env, policy, episode, observation, max_turns)
@@ -75,6 +77,8 @@ def continue_episode(env: Any, policy: ActionFn, episode: Episode, observation: 
         generated = time.perf_counter()
         try:
             observation, reward, terminated, truncated, info = env.step(turn.action_text)
+        except EnvInfraError as exc:
+            return _infra_truncated(episode, f"env.step: {exc.reason}", exc.kind)
         except Exception as exc:
             tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
             return _failed(episode, f"env.step raised {tb}")
@@ -100,4 +104,13 @@ def _failed(episode: Episode, reason: str) -> Episode:
     episode.status, episode.failure, episode.error = EpisodeStatus.ERROR, Failure.INFRA, reason
     if episode.turns and not episode.turns[-1].info:
         episode.turns[-1].info = {"error": reason}
+    return episode.finish()
+
+
+def _infra_truncated(episode: Episode, reason: str, kind: str) -> Episode:
+    """The env reported that its backend broke (`EnvInfraError`): truncated, the infrastructure's fault."""
+    episode.status, episode.failure, episode.error = EpisodeStatus.TRUNCATED, Failure.INFRA, reason
+    if episode.turns:
+        episode.turns[-1].truncated = True
+        episode.turns[-1].info.update(infra_error=reason, infra_kind=kind)
     return episode.finish()

@@ -235,7 +235,9 @@ class Collector:
                 run.end(EpisodeStatus.ERROR, f"episode did not finish within {self.config.episode_timeout_s:g} s "
                         "(our timeout)", Failure.INFRA)
             except EpisodeFault as fault:
-                run.end(EpisodeStatus.ERROR, fault.reason, fault.failure)
+                if fault.infra_kind is not None and run.episode.turns:  # the env's backend broke on this turn
+                    run.episode.turns[-1].info.update(infra_error=fault.reason, infra_kind=fault.infra_kind)
+                run.end(fault.status, fault.reason, fault.failure)
             except Exception as exc:  # a bug in a hook or the collector: still only this episode
                 log.exception("episode %s failed unexpectedly", run.id)
                 run.end(EpisodeStatus.ERROR, f"collector error: {describe(exc)}", Failure.INFRA)
@@ -348,7 +350,7 @@ class Collector:
                 self._record_template_check(run)
         env, run.env = run.env, None
         if env is not None:
-            if ep.status == EpisodeStatus.ERROR:
+            if ep.status == EpisodeStatus.ERROR or ep.failure == Failure.INFRA:
                 self._executor.submit(_close_quietly, env)
             else:
                 self._idle_envs.append(env)

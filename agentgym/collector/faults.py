@@ -4,7 +4,9 @@ Every failure inside one episode becomes an `EpisodeFault` with a `Failure`
 type; the collector turns it into an `error` episode and every other episode
 goes on. Infrastructure failures (the env raised, hung or returned garbage,
 the sandbox died, the policy server is gone, one of our own timeouts fired)
-are retried or masked downstream, never scored as a zero reward. Model
+are retried or masked downstream, never scored as a zero reward. An env that
+reports its own backend broke (`EnvInfraError`) ends its episode as
+``truncated`` (not ``error``): the env worked as designed. Model
 failures (a malformed action the env refused to handle, the turn limit, the
 context length) are a legitimate training signal.
 """
@@ -19,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentgym.core import AgentEnv
-from agentgym.errors import MalformedActionError
-from agentgym.trajectory import Failure
+from agentgym.errors import EnvInfraError, MalformedActionError
+from agentgym.trajectory import EpisodeStatus, Failure
 
 T = TypeVar("T")
 
@@ -28,10 +30,14 @@ T = TypeVar("T")
 class EpisodeFault(Exception):
     """One episode cannot go on; `failure` says whose fault it is."""
 
-    def __init__(self, reason: str, failure: Failure = Failure.INFRA):
+    def __init__(self, reason: str, failure: Failure = Failure.INFRA, status: EpisodeStatus = EpisodeStatus.ERROR,
+                 infra_kind: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.failure = failure
+        self.status = status
+        #: the `EnvInfraError.kind` when the env reported its backend broke
+        self.infra_kind = infra_kind
 
 
 def describe(exc: BaseException) -> str:
@@ -59,8 +65,9 @@ async def call_env(what: str, env: Any, sync: Callable[[], T], native: Callable[
                    executor: concurrent.futures.Executor, timeout_s: float | None) -> T:
     """Run one env call (natively async when the env has it, else in `executor`) with a timeout.
 
-    Exceptions become faults: `MalformedActionError` is the model's, anything
-    else the env's (infrastructure).
+    Exceptions become faults: `MalformedActionError` is the model's,
+    `EnvInfraError` a truncation by infrastructure, anything else the env's
+    error (infrastructure).
     """
     loop = asyncio.get_running_loop()
     pending = native() if native is not None else loop.run_in_executor(executor, sync)
@@ -68,6 +75,8 @@ async def call_env(what: str, env: Any, sync: Callable[[], T], native: Callable[
         return await bounded(what, pending, timeout_s)
     except EpisodeFault:
         raise
+    except EnvInfraError as exc:
+        raise EpisodeFault(f"{what}: {exc.reason}", Failure.INFRA, EpisodeStatus.TRUNCATED, exc.kind) from exc
     except MalformedActionError as exc:
         raise EpisodeFault(f"{what}: malformed action: {exc}", Failure.MODEL) from exc
     except Exception as exc:

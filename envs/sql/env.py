@@ -18,6 +18,8 @@ behind an authorizer, or PostgreSQL read-only transactions as a reader role),
 one statement at a time, with a timeout; nothing an episode sends can change a
 database. Task sets: the built-in generated domains (``dataset="builtin"``) or
 a Spider/BIRD folder (``dataset="spider"``, ``path=...``, ``split=...``).
+A lost database connection raises `EnvInfraError` (the infrastructure's fault,
+not the model's); the next `reset` reconnects.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, re
 from agentgym.envs.sql.statements import has_top_level_order_by
 from agentgym.envs.task_state import TaskStateEnv
 
-from agentgym.errors import ConfigError, MalformedActionError
+from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
 from agentgym.toolcalls import error_observation
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -182,12 +184,10 @@ class SqlEnv(TaskStateEnv):
         return observation, reward, True, False, info
 
     def _query_failed(self, exc: QueryError, info: dict[str, Any]):
+        if exc.kind == "unavailable":  # infrastructure, not the model: the episode ends; reset reconnects
+            self._state = replace(self._state, done=True)
+            raise EnvInfraError(str(exc), kind="database_unavailable") from exc
         info.update(error_kind=exc.kind, error=str(exc))
-        if exc.kind == "unavailable":  # infrastructure, not the model: end the episode and say why
-            info["truncation_reason"] = str(exc)
-            observation = f"Error: {exc}."
-            self._state = replace(self._state, done=True, observation=observation)
-            return observation, 0.0, False, True, info
         label = {"timeout": "Timeout", "refused": "Refused"}.get(exc.kind, "SQL error")
         return self._continue(f"{label}: {exc}", info)
 
@@ -223,6 +223,9 @@ class SqlEnv(TaskStateEnv):
             try:
                 self._gold[task.id] = self.backend.run(task.db_id, task.gold, max_rows=self.compare_rows)
             except QueryError as exc:
+                if exc.kind == "unavailable":
+                    self._state = replace(self._state, done=True)
+                    raise EnvInfraError(str(exc), kind="database_unavailable") from exc
                 raise RuntimeError(f"the gold query of task {task.id} failed on {self.dialect}: {exc}") from exc
         return self._gold[task.id]
 

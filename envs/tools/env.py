@@ -11,8 +11,9 @@ punctuation and number forms; see `envs.tools.tasks.normalise_answer`).
 
 An unknown tool, arguments that break the schema, broken JSON, or a tool that
 raises gives an error observation and the episode goes on. An MCP server that
-crashes or hangs truncates the episode, with the reason in
-``info["truncation_reason"]``; the next `reset` restarts it. Envs with MCP
+crashes or hangs raises `ToolServerError` (an `EnvInfraError`): the collector
+ends the episode as truncated by infrastructure (``failure="infra"``) with the
+reason, and the next `reset` restarts the server. Envs with MCP
 servers declare ``deterministic = False``: an outside process may answer
 differently over time (mcp-server-time's replies carry today's date).
 """
@@ -171,12 +172,10 @@ class ToolsEnv(TaskStateEnv):
             record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
             try:
                 text = self.toolbox.call(call)
-            except ToolServerError as exc:
-                info.update(error_kind="tool_server_crashed", error=str(exc), truncation_reason=str(exc),
-                            tool_calls=executed)
-                observation = f"Error: {exc}. The episode cannot go on."
-                self._state = replace(self._state, done=True, observation=observation)
-                return observation, 0.0, False, True, info
+            except ToolServerError:
+                # infrastructure, not the model: the episode ends here (EnvInfraError); reset restarts the server
+                self._state = replace(self._state, done=True)
+                raise
             except (ToolError, MalformedActionError) as exc:
                 info.setdefault("error_kind", getattr(exc, "kind", "tool_error"))
                 info.setdefault("error", str(exc))

@@ -6,8 +6,8 @@ task holds the client session (its context managers must be entered and left
 in one task), and sync callers hand it requests through a queue and wait on a
 `concurrent.futures.Future` with a timeout. A server that exits or stops
 answering marks the connection dead; every later call fails fast with
-`ToolServerError`, and the env turns that into a truncated episode with the
-reason in `info`.
+`ToolServerError`, an `EnvInfraError`: the collector ends that episode as
+truncated by infrastructure (``failure="infra"``) with the reason.
 """
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.errors import AgentGymError, ConfigError, require
+from agentgym.errors import ConfigError, EnvInfraError, require
 
 #: The SDK's JSON-RPC error code for a closed connection (`mcp.types.CONNECTION_CLOSED`, v1 and v2).
 _CONNECTION_CLOSED = -32000
 
 
-class ToolServerError(AgentGymError):
-    """The MCP server could not be started, crashed, or stopped answering."""
+class ToolServerError(EnvInfraError):
+    """The MCP server could not be started, crashed, or stopped answering (infrastructure, not the model)."""
+
+    def __init__(self, reason: str, *, kind: str = "tool_server_crashed"):
+        super().__init__(reason, kind=kind)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import agentgym
 from agentgym import ConfigError, TrajectoryStore
 from agentgym.checker import check_env_contract
 from agentgym.cli import app
+from agentgym.errors import EnvInfraError
 
 pytestmark = pytest.mark.postgres
 
@@ -117,7 +118,7 @@ def test_unreachable_server_is_a_config_error(sql_data_dir):
         agentgym.make("SQL-v0", dialect="postgresql")
 
 
-def test_a_lost_server_connection_truncates_the_episode_and_the_next_one_reconnects(env, pg_url):
+def test_a_lost_server_connection_is_an_infra_error_and_the_next_episode_reconnects(env, pg_url):
     assert "120" in env.step(call("execute_sql", "SELECT COUNT(*) FROM customers"))[0]
     database = sa.engine.make_url(pg_url).database
     admin = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
@@ -126,8 +127,8 @@ def test_a_lost_server_connection_truncates_the_episode_and_the_next_one_reconne
                                       "WHERE usename = 'agentgym_sql_reader' AND datname = :d"), {"d": database}).all()
     admin.dispose()
     assert killed
-    obs, reward, terminated, truncated, info = env.step(call("execute_sql", "SELECT 1"))
-    assert (reward, terminated, truncated) == (0.0, False, True)
-    assert info["error_kind"] == "unavailable" and "unavailable" in info["truncation_reason"]
+    with pytest.raises(EnvInfraError, match="unavailable") as raised:
+        env.step(call("execute_sql", "SELECT 1"))
+    assert raised.value.kind == "database_unavailable"
     env.reset(options={"task_id": "shop-easy-0"})
     assert "120" in env.step(call("execute_sql", "SELECT COUNT(*) FROM customers"))[0]

@@ -12,6 +12,7 @@ from agentgym.envs.tools.mcp_client import McpServer, McpServerSpec, ToolServerE
 
 import agentgym
 from agentgym.checker import check_env_contract
+from agentgym.errors import EnvInfraError
 
 pytestmark = pytest.mark.timeout(180)
 CRASHING = {"command": sys.executable, "args": [str(Path(__file__).with_name("crashing_server.py"))],
@@ -69,15 +70,15 @@ def test_contract_with_an_mcp_server():
     assert report.passed, [(r.name, r.detail) for r in report.failures()]
 
 
-def test_a_server_that_crashes_mid_episode_truncates_it_with_the_reason_and_restarts_on_reset():
+def test_a_server_that_crashes_mid_episode_is_an_infra_error_and_restarts_on_reset():
     env = agentgym.make("Tools-v0", task_sets=["arithmetic"], mcp_servers=[CRASHING])
     env.reset(options={"task_id": "arithmetic-0"})
     obs, _, _, _, info = env.step(call("echo", text="still here"))
     assert '"content": "still here"' in obs
-    obs, reward, terminated, truncated, info = env.step(call("crash"))
-    assert (reward, terminated, truncated) == (0.0, False, True)
-    assert info["error_kind"] == "tool_server_crashed"
-    assert "closed the connection" in info["truncation_reason"] and "crash" in info["truncation_reason"]
+    with pytest.raises(EnvInfraError) as raised:
+        env.step(call("crash"))
+    assert raised.value.kind == "tool_server_crashed"
+    assert "closed the connection" in raised.value.reason and "crash" in raised.value.reason
     with pytest.raises(RuntimeError, match="ended"):
         env.step(call("echo", text="x"))
     env.reset(options={"task_id": "arithmetic-0"})  # a fresh server process
@@ -86,11 +87,11 @@ def test_a_server_that_crashes_mid_episode_truncates_it_with_the_reason_and_rest
     env.close()
 
 
-def test_a_server_that_hangs_truncates_the_episode_after_the_call_timeout():
+def test_a_server_that_hangs_is_an_infra_error_after_the_call_timeout():
     env = agentgym.make("Tools-v0", task_sets=["arithmetic"], mcp_servers=[CRASHING], call_timeout_s=1.0)
     env.reset(options={"task_id": "arithmetic-1"})
-    _, _, _, truncated, info = env.step(call("hang"))
-    assert truncated and "did not answer hang within 1 s" in info["truncation_reason"]
+    with pytest.raises(EnvInfraError, match="did not answer hang within 1 s"):
+        env.step(call("hang"))
     env.close()
 
 
