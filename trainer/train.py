@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import shutil
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,7 @@ from rich.console import Console
 
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
+from agentgym.policy.checkpoints import RUN_CONFIG
 from agentgym.store import TrajectoryStore
 
 
@@ -78,12 +82,14 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
     else:
         store.log_run(cfg.name, cfg.model_dump())
+        (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
         if cfg.sft_steps:
             sft = warm_start(c.model, c.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
                              steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed,
                              packed=c.packed)
             log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                               f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
+            save_sft_policy(cfg.run_dir, c.model, c.tokenizer)
         if c.updater.reference is not None:
             c.updater.reference.load_state_dict(c.model.state_dict())
     loop = _sync_loop if cfg.mode == "sync" else _async_loop
@@ -93,6 +99,18 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
         log.close()
         asyncio.run(c.aclose())
     return result
+
+
+def save_sft_policy(run_dir: Path, model: Any, tokenizer: Any) -> Path:
+    """The model right after the SFT warm start, as ``checkpoints/sft/policy`` (``hf:RUN@sft``)."""
+    final = run_dir / "checkpoints" / "sft"
+    tmp = final.with_name(f".tmp-sft-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp / "policy")
+    tokenizer.save_pretrained(tmp / "policy")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
 
 
 def restore_extra(c: Components, extra: dict[str, Any]) -> None:

@@ -3,20 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import random
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 import typer
 from rich.table import Table
 
+from agentgym.branch_policy import branch_with_policy
 from agentgym.branch_replay import BranchRequest, branch_episode, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
+from agentgym.cli.policy_options import (
+    CHAT_TOOLS,
+    MAX_NEW_TOKENS,
+    POLICY_HELP,
+    TOKENIZER,
+    TOP_P,
+    policy_options,
+    temperature_option,
+)
 from agentgym.collector import Collector, Task
-from agentgym.policy.simple import resolve_policy
+from agentgym.policy.checkpoints import RunProfile
+from agentgym.policy.loading import PolicyOptions, open_policy
+from agentgym.policy.spec import PolicySpec, parse_policy
 from agentgym.registration import make, registry
 from agentgym.replay import replay as replay_episode
+from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, new_id
 
 
@@ -37,41 +52,91 @@ def pick_tasks(task_ids: list[str], count: int, seed: int) -> list[str | None]:
 @guarded
 def rollout(
     env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0 (or module:Name-v0)."),
-    policy: str = typer.Option("random", "--policy", help="random, solver or scripted:MODULE:FUNC."),
+    policy: str = typer.Option("random", "--policy", help=POLICY_HELP),
     episodes: int = typer.Option(8, "--episodes", "-n", min=1, help="Number of episodes (rounded up to whole groups)."),
     group_size: int = typer.Option(1, "--group-size", min=1, help="Rollouts per task sharing a group id and seed."),
     store: str = typer.Option("agentgym.db", "--store", help="Store URL: a SQLite path or postgresql://..."),
     env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first group; group g uses seed + g."),
-    max_turns: int = typer.Option(None, "--max-turns", min=1, help="Turn limit (default: the env's)."),
+    max_turns: int = typer.Option(None, "--max-turns", min=1, help="Turn limit (default: the run's, else the env's)."),
     concurrency: int = typer.Option(16, "--concurrency", min=1, help="Episodes in flight at once."),
     run_id: str = typer.Option(None, "--run", help="Run id stored with the episodes (default: a new id)."),
+    temperature: float = temperature_option(),
+    top_p: float = TOP_P,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    chat_tools: bool = CHAT_TOOLS,
+    tokenizer: str = TOKENIZER,
 ) -> None:
-    """Roll out an env with a simple policy through the collector and store every episode."""
+    """Roll out an env with any policy through the collector and store every episode."""
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
     spec = registry[env_id]
-    act = resolve_policy(policy, seed=seed)
+    parsed = parse_policy(policy)
     db = open_store(store)
-    probe = make(spec.id, **kwargs)  # bad kwargs fail here, before any work
+    options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+                             chat_tools=chat_tools, tokenizer=tokenizer)
+    plan = RolloutPlan(env_id, spec.id, kwargs, max_turns, episodes, group_size, seed, concurrency,
+                       run_id or f"rollout-{new_id()[:8]}")
+    done = asyncio.run(_rollout(plan, parsed, options, db))
+    _summary(done, plan.run_id, db.display_url)
+
+
+@dataclass
+class RolloutPlan:
+    """What `agentgym rollout` was asked to do."""
+
+    env_arg: str  #: the env id as given ("module:Name-v0" ids are stored as given so replay imports the module)
+    env_id: str  #: the registered id
+    env_kwargs: dict
+    max_turns: int | None
+    episodes: int
+    group_size: int
+    seed: int
+    concurrency: int
+    run_id: str
+
+
+async def _rollout(plan: RolloutPlan, parsed: PolicySpec, options: PolicyOptions, db: TrajectoryStore) -> list[Episode]:
+    opened = await open_policy(parsed, options)
     try:
-        limit = max_turns or spec.max_turns or getattr(probe.unwrapped, "max_turns", None) or 30
+        kwargs, limit, task_ids = env_defaults(plan.env_id, plan.env_kwargs, plan.max_turns, opened.profile)
+        db.log_run(plan.run_id, {"env_id": plan.env_id, "env_kwargs": kwargs, "policy": parsed.text,
+                                 "seed": plan.seed, "sampling": opened.record()["sampling"]})
+        groups = -(-plan.episodes // plan.group_size)
+        tasks = [Task(task_id=t, seed=plan.seed + g) for g, t in enumerate(pick_tasks(task_ids, groups, plan.seed))]
+        factory = functools.partial(make, plan.env_id, **kwargs)
+        factory.env_id = plan.env_arg if ":" in plan.env_arg else plan.env_id  # type: ignore[attr-defined]
+        collector = Collector(factory, opened.backend, None, tokenizer=opened.prompt_tokenizer, max_turns=limit,
+                              sampling=opened.sampling, concurrency=plan.concurrency, run_id=plan.run_id)
+        try:
+            result = await collector.collect(tasks, group_size=plan.group_size)
+        finally:
+            await collector.aclose()
+        done = result.episodes
+        for ep in done:
+            ep.metadata.update(env_kwargs=kwargs, max_turns=limit, policy=opened.record())
+        db.put_many(done)
+        return done
+    finally:
+        await opened.aclose()
+
+
+def env_defaults(env_id: str, kwargs: dict, max_turns: int | None,
+                 profile: RunProfile | None) -> tuple[dict, int, list[str]]:
+    """(env kwargs, turn limit, task ids): the flags, else the training run's (same env), else the env's.
+
+    Makes a probe env, so bad kwargs fail here, before any episode.
+    """
+    same_env = profile is not None and profile.env and registry.canonical(profile.env) == env_id
+    if same_env and not kwargs:
+        kwargs = dict(profile.env_kwargs)
+    probe = make(env_id, **kwargs)
+    try:
+        limit = (max_turns or (profile.max_turns if same_env else None) or registry[env_id].max_turns
+                 or getattr(probe.unwrapped, "max_turns", None) or 30)
         task_ids = list(probe.unwrapped.task_ids()) if hasattr(probe.unwrapped, "task_ids") else []
     finally:
         probe.close()
-    run_id = run_id or f"rollout-{new_id()[:8]}"
-    db.log_run(run_id, {"env_id": spec.id, "env_kwargs": kwargs, "policy": policy, "seed": seed})
-    groups = -(-episodes // group_size)
-    tasks = [Task(task_id=t, seed=seed + g) for g, t in enumerate(pick_tasks(task_ids, groups, seed))]
-    factory = functools.partial(make, spec.id, **kwargs)
-    # "module:Name-v0" ids are stored as given, so that replay imports the module again
-    factory.env_id = env_id if ":" in env_id else spec.id  # type: ignore[attr-defined]
-    collector = Collector(factory, act, None, max_turns=limit, concurrency=concurrency, run_id=run_id)
-    result = asyncio.run(collector.collect(tasks, group_size=group_size))
-    done = result.episodes
-    for ep in done:
-        ep.metadata.update(env_kwargs=kwargs, max_turns=limit, policy=policy)
-    db.put_many(done)
-    _summary(done, run_id, db.display_url)
+    return kwargs, limit, task_ids
 
 
 def _summary(done: list[Episode], run_id: str, where: str) -> None:
@@ -94,16 +159,26 @@ def replay(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the turns."),
     from_turn: int = typer.Option(None, "--from-turn", min=0,
                                   help="Branch: replay the actions before this turn, then let --policy play on; "
-                                       "stores the continuation as a child episode."),
-    policy: str = typer.Option("random", "--policy", help="With --from-turn: random, solver or scripted:MODULE:FUNC."),
-    policy_seed: int = typer.Option(0, "--seed", help="With --from-turn: seed of the random policy."),
+                                       "stores each continuation as a child episode."),
+    policy: str = typer.Option("random", "--policy", help=f"With --from-turn: {POLICY_HELP}"),
+    branches: int = typer.Option(1, "--branches", "-n", min=1, help="With --from-turn: continuations to store."),
+    policy_seed: int = typer.Option(0, "--seed", help="With --from-turn: seed of the policy (branch i uses seed + i)."),
+    temperature: float = temperature_option(),
+    top_p: float = TOP_P,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    chat_tools: bool = CHAT_TOOLS,
+    tokenizer: str = TOKENIZER,
 ) -> None:
     """Print an episode turn by turn and re-execute it; exit 1 at the first differing turn.
 
-    With --from-turn T: restore the env to turn T and roll out a new continuation with --policy.
+    With --from-turn T: restore the env to turn T and store -n continuations played by --policy.
     """
     if from_turn is not None:
-        _branch(episode_id, store, from_turn, policy, policy_seed, parse_json_option(env_kwargs, "--env-kwargs"))
+        options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                                 seed=policy_seed, chat_tools=chat_tools, tokenizer=tokenizer)
+        request = BranchRequest(episode_id=episode_id, from_turn=from_turn, policy=policy, seed=policy_seed,
+                                env_kwargs=parse_json_option(env_kwargs, "--env-kwargs"))
+        _branch(store, request, branches, options)
         return
     db = open_store(store, create=False)
     episode = db.get(episode_id)
@@ -123,13 +198,32 @@ def replay(
     console.print(f"[bold green]replay matches[/]: {episode.num_turns} turns reproduced exactly")
 
 
-def _branch(episode_id: str, store: str, from_turn: int, policy: str, seed: int, env_kwargs: dict) -> None:
-    """`replay --from-turn`: store a child episode that a new policy continues from turn `from_turn`."""
+def _branch(store: str, request: BranchRequest, k: int, options: PolicyOptions) -> None:
+    """`replay --from-turn`: store `k` child episodes that a policy continues from turn `request.from_turn`."""
+    parsed = parse_policy(request.policy)
     db = open_store(store, create=False)
-    child = branch_episode(db, BranchRequest(episode_id=episode_id, from_turn=from_turn, policy=policy,
-                                             seed=seed, env_kwargs=env_kwargs))
-    parent = db.get(episode_id)
-    console.print(f"replayed turns 0..{from_turn - 1} of {episode_id} (observations match), then {policy} "
-                  f"played {child.num_turns - from_turn} turns", highlight=False)
-    console.print(f"child episode [bold]{child.id}[/]: {child.status}, total reward {child.total_reward:g} "
-                  f"(parent: {parent.total_reward:g})", highlight=False)
+    parent = db.get(request.episode_id)
+    if parsed.is_model:
+        children = asyncio.run(_model_branches(db, request, parsed, options, k))
+    else:
+        children = [branch_episode(db, dataclasses.replace(request, seed=request.seed + i)) for i in range(k)]
+    console.print(f"replayed turns 0..{request.from_turn - 1} of {parent.id} (observations match), then "
+                  f"{request.policy} played {k} continuation{'s' if k != 1 else ''}", highlight=False)
+    table = Table(title=f"branches of {parent.id} at turn {request.from_turn} (parent reward {parent.total_reward:g})")
+    for col in ("child episode", "status", "reward", "turns", "differs from parent at"):
+        table.add_column(col)
+    for child in children:
+        divergence = next((t.index for t, p in zip(child.turns, parent.turns, strict=False)
+                           if t.action_text != p.action_text), None)
+        table.add_row(child.id, str(child.status), f"{child.total_reward:g}", str(child.num_turns),
+                      "none" if divergence is None else f"turn {divergence}")
+    console.print(table)
+
+
+async def _model_branches(db: TrajectoryStore, request: BranchRequest, parsed: PolicySpec, options: PolicyOptions,
+                          k: int) -> list[Episode]:
+    opened = await open_policy(parsed, options)
+    try:
+        return await branch_with_policy(db, request, opened, k)
+    finally:
+        await opened.aclose()

@@ -176,8 +176,33 @@ class EpisodeRun:
                          started=True, stop_ids=self.stop_ids)
         if self.system_prompt:
             run.messages.append({"role": "system", "content": self.system_prompt})
+        if self.fmt is not None and any(not t.prompt_ids for t in child.turns):
+            run.tokenize_prefix()
         for t in child.turns:
             run.messages += [{"role": "user", "content": t.observation}, {"role": "assistant", "content": t.action_text}]
             run.context += [*t.prompt_ids, *t.action_ids]
         run.observation = parent.turns[turn].observation
         return run
+
+    def tokenize_prefix(self) -> None:
+        """Give copied turns recorded without ids (a text policy played them) the ids this model's template makes.
+
+        The prompt ids are built as `observe` builds them; the action ids are the
+        action text's tokens plus the end-of-turn token, with log-prob 0 and loss
+        mask 0 (this model did not sample them), marked ``info["tokenized_prefix"]``.
+        """
+        assert self.fmt is not None
+        messages = list(self.messages)
+        previous: list[int] = []
+        for t in self.episode.turns:
+            user = {"role": "user", "content": t.observation}
+            t.prompt_ids = (self.fmt.prompt_ids([*messages, user]) if t.index == 0
+                            else self.fmt.observation_ids(messages[:-1], user, previous))
+            eos = getattr(self.fmt.tokenizer, "eos_token_id", None)
+            stop = [eos] if eos is not None else sorted(self.stop_ids)[:1]
+            t.action_ids = self.fmt.encode(t.action_text) + stop
+            t.action_logprobs, t.loss_mask = [0.0] * len(t.action_ids), [0] * len(t.action_ids)
+            t.token_versions = [-1] * len(t.action_ids)
+            t.info["tokenized_prefix"] = True
+            messages += [user, {"role": "assistant", "content": t.action_text}]
+            previous = t.action_ids

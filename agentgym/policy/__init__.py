@@ -7,6 +7,8 @@
   callable, and a labelled timing simulation); `serve` exposes `hf` as an
   OpenAI-compatible server. Heavy backends are imported from their modules
   (``from agentgym.policy.hf import HFBackend``) so this package stays light.
+- `spec` / `loading`: the policy grammar (``hf:RUN@latest``, ``openai:URL#MODEL`` ...) and
+  `open_policy`, which turns a spec into a checked, ready backend.
 - `simple`: the text-level policies used for demonstrations, tests and env
   debugging (`random`, `solver`, `scripted:MODULE:FUNC`).
 """
@@ -20,8 +22,11 @@ from agentgym.policy.base import (
     GenerationRequest,
     SamplingParams,
 )
+from agentgym.policy.loading import OpenedPolicy, PolicyOptions, open_policy
 from agentgym.policy.scripted import ScriptedBackend, SimulatedBackend
 from agentgym.policy.simple import ActionFn, resolve_policy
+from agentgym.policy.spec import PolicySpec, parse_policy
 
 __all__ = ["LOGPROB_CONVENTION", "ActionFn", "Backend", "BackendError", "Completion", "FinishReason",
-           "GenerationRequest", "SamplingParams", "ScriptedBackend", "SimulatedBackend", "resolve_policy"]
+           "GenerationRequest", "OpenedPolicy", "PolicyOptions", "PolicySpec", "SamplingParams", "ScriptedBackend",
+           "SimulatedBackend", "open_policy", "parse_policy", "resolve_policy"]

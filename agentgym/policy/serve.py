@@ -20,6 +20,7 @@ Needs the `serve` extra (fastapi, uvicorn) and the `train` extra (torch, transfo
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -60,8 +61,8 @@ class WeightsBody(BaseModel):
     version: int | None = None
 
 
-def create_app(backend: HFBackend, model_name: str) -> Any:
-    """The FastAPI app serving `backend` under the model id `model_name`."""
+def create_app(backend: HFBackend, model_name: str, root: str | None = None) -> Any:
+    """The FastAPI app serving `backend` under the model id `model_name` (`root`: its local directory)."""
     fastapi = require("fastapi", extra="serve", what="agentgym serve")
     from fastapi.responses import JSONResponse
 
@@ -82,7 +83,7 @@ def create_app(backend: HFBackend, model_name: str) -> Any:
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "agentgym",
-                                            "max_model_len": backend.max_context}]}
+                                            "max_model_len": backend.max_context, "root": root or model_name}]}
 
     @app.post("/v1/completions")
     async def completions(body: CompletionBody, x_agentgym_episode: str | None = fastapi.Header(None)) -> Any:
@@ -165,5 +166,6 @@ def serve(model_dir: str, *, host: str = "127.0.0.1", port: int = 8000, device: 
     uvicorn = require("uvicorn", extra="serve", what="agentgym serve")
     backend = HFBackend.from_pretrained(model_dir, device=device, max_batch_size=max_batch_size,
                                         max_cached_episodes=1024)
-    app = create_app(backend, name or str(model_dir).rstrip("/").rsplit("/", 1)[-1])
+    root = str(Path(model_dir).resolve()) if Path(model_dir).is_dir() else str(model_dir)
+    app = create_app(backend, name or str(model_dir).rstrip("/").rsplit("/", 1)[-1], root)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -59,6 +59,7 @@ class TreeNode:
     row: dict[str, Any]
     turns: list[dict[str, Any]]
     children: list[TreeNode] = field(default_factory=list)
+    differs_at: int | None = None  #: first turn whose action differs from the parent's (None: same actions)
 
     @property
     def own_turns(self) -> list[dict[str, Any]]:
@@ -73,6 +74,15 @@ def build_tree(root_id: str, rows: list[dict[str, Any]], turns: dict[str, list[d
         parent = node.row["parent_id"]
         if parent in nodes and node.row["id"] != root_id:
             nodes[parent].children.append(node)
+            node.differs_at = _first_different_action(nodes[parent].turns, node.turns)
     for node in nodes.values():
         node.children.sort(key=lambda n: (n.row["branch_turn"] or 0, n.row["created_at"]))
     return nodes.get(root_id)
+
+
+def _first_different_action(parent: list[dict[str, Any]], child: list[dict[str, Any]]) -> int | None:
+    """The first turn index where the child's action differs from the parent's, or one of them has ended."""
+    for a, b in zip(parent, child, strict=False):
+        if a["action_text"] != b["action_text"]:
+            return int(b["index"])
+    return None if len(parent) == len(child) else min(len(parent), len(child))
