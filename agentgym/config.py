@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentgym.errors import ConfigError
 
+#: the built-in estimators (the config accepts any name in `agentgym.credit.ESTIMATORS`, or 'module:name')
 ESTIMATOR_NAMES = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 
 
@@ -95,7 +96,8 @@ class TrainConfig(BaseModel):
 
     # ---- algorithm -------------------------------------------------------------------------
     estimator: str = "grpo"
-    """Credit assignment: grpo, rloo, gae, gigpo, spa, oprl or trace."""
+    """Credit assignment: a name in the estimator registry (grpo, dr_grpo, rloo, gae, gigpo, spa, oprl, trace, or
+    one registered with `agentgym.credit.register_estimator`), or 'package.module:name' to import and use it."""
     estimator_params: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the estimator (checked by `agentgym.credit`)."""
     credit_model_params: dict[str, Any] = Field(default_factory=dict)
@@ -188,6 +190,9 @@ class TrainConfig(BaseModel):
     """Mix a stored success into all-failure groups of rarely solved tasks."""
     rare_success_rate: float = Field(0.2, ge=0, le=1)
     """Tasks below this observed success rate count as rarely solved."""
+    stop_without_signal: int | None = Field(20, ge=1)
+    """Stop the run after this many rounds in a row in which curation dropped every group (a warning is printed
+    for each); None only warns."""
     success_reward: float = 1.0
     """An episode with total reward >= this counts as a success."""
 
@@ -225,10 +230,7 @@ class TrainConfig(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> TrainConfig:
-        if self.estimator not in ESTIMATOR_NAMES:
-            close = difflib.get_close_matches(self.estimator, ESTIMATOR_NAMES, n=1, cutoff=0.4)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ValueError(f"estimator '{self.estimator}' is unknown.{hint} Choose one of {', '.join(ESTIMATOR_NAMES)}")
+        _check_estimator(self.estimator, self.estimator_params)
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ValueError(f"dual_clip must be > 1 (verl uses 3.0), got {self.dual_clip}; or null to turn it off")
         if self.kl != "off" and self.kl_coef == 0:
@@ -255,13 +257,35 @@ class TrainConfig(BaseModel):
 
     @property
     def uses_critic(self) -> bool:
-        """Derived: the estimator needs value estimates (gae; spa as its spec uses PPO with GAE)."""
-        return self.estimator in ("gae", "spa")
+        """Derived: the estimator needs value estimates (its registry entry says so: gae, spa)."""
+        from agentgym.credit import ESTIMATORS
+
+        return ESTIMATORS[self.estimator].uses_critic
 
     @property
     def episodes_per_batch(self) -> int:
         """Derived: groups_per_batch * group_size."""
         return self.groups_per_batch * self.group_size
+
+
+def _check_estimator(name: str, params: dict[str, Any]) -> None:
+    """The estimator exists in the registry and accepts `params` (names and values), before any work starts."""
+    from agentgym.credit import (
+        ESTIMATORS,
+        CreditInputError,
+        CreditParamError,
+        TurnBatch,
+        UnknownEstimatorError,
+    )
+
+    try:
+        estimator = ESTIMATORS[name]
+        estimator.check_params(params)
+        estimator.fn(TurnBatch.from_episodes([]), **params)  # runs the estimator's own value checks
+    except (UnknownEstimatorError, CreditParamError) as exc:
+        raise ValueError(str(exc)) from None
+    except (CreditInputError, ValueError, TypeError, IndexError):
+        pass  # inputs an empty batch cannot give (values, contributions): checked on the first real batch
 
 
 def load_train_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
@@ -38,13 +38,17 @@ from agentgym.store_schema import (
     metadata,
     metrics_table,
     runs_table,
+    turn_credit_table,
     turn_row,
     turns_table,
 )
 from agentgym.trajectory import Episode
 
+if TYPE_CHECKING:
+    from agentgym.credit.record import TurnCredit
+
 __all__ = ["SCHEMA_VERSION", "EpisodeFilter", "TrajectoryStore", "episodes_table", "export_record", "meta_table",
-           "metadata", "metrics_table", "normalise_url", "runs_table", "turns_table"]
+           "metadata", "metrics_table", "normalise_url", "runs_table", "turn_credit_table", "turns_table"]
 
 
 def normalise_url(url: str | Path) -> str:
@@ -233,8 +237,39 @@ class TrajectoryStore:
                 conn.execute(sa.insert(turns_table), turn_rows)
         return len(episodes)
 
+    def put_credit(self, records: Iterable[TurnCredit]) -> int:
+        """Write what training computed per turn (replacing earlier records of the same turns), and set
+        `turns.advantage` of every trained turn. Returns how many records were written."""
+        rows = [asdict(r) for r in records]
+        if not rows:
+            return 0
+        trained = [{"eid": r["episode_id"], "idx": r["index"], "adv": r["advantage"]} for r in rows if not r["dropped"]]
+        keys = sa.tuple_(turn_credit_table.c.episode_id, turn_credit_table.c["index"])
+        with self.engine.begin() as conn:
+            for chunk in chunks(rows, 400):
+                conn.execute(sa.delete(turn_credit_table).where(
+                    keys.in_([(r["episode_id"], r["index"]) for r in chunk])))
+            conn.execute(sa.insert(turn_credit_table), rows)
+            if trained:
+                conn.execute(sa.update(turns_table).where(
+                    (turns_table.c.episode_id == sa.bindparam("eid")) & (turns_table.c["index"] == sa.bindparam("idx"))
+                ).values(advantage=sa.bindparam("adv")).execution_options(synchronize_session=False), trained)
+        return len(rows)
+
+    def credit(self, episode_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Episode id -> its turns' credit records (dicts, in turn order); episodes without any are absent."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        with self.engine.connect() as conn:
+            for chunk in chunks(list(episode_ids), 500):
+                query = sa.select(turn_credit_table).where(turn_credit_table.c.episode_id.in_(chunk)).order_by(
+                    turn_credit_table.c.episode_id, turn_credit_table.c["index"])
+                for r in conn.execute(query).mappings():
+                    out.setdefault(r["episode_id"], []).append(dict(r))
+        return out
+
     def delete(self, episode_id: str) -> bool:
         with self.engine.begin() as conn:
+            conn.execute(sa.delete(turn_credit_table).where(turn_credit_table.c.episode_id == episode_id))
             conn.execute(sa.delete(turns_table).where(turns_table.c.episode_id == episode_id))
             return conn.execute(sa.delete(episodes_table).where(episodes_table.c.id == episode_id)).rowcount > 0
 

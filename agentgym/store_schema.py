@@ -82,6 +82,29 @@ metrics_table = sa.Table(
     sa.Column("values", sa.JSON, nullable=False),
 )
 
+#: What training computed for each turn (written by the trainer after every update; the viewer reads it).
+#: One row per (episode, turn); `dropped` rows are turns of episodes the data manager did not train.
+turn_credit_table = sa.Table(
+    "turn_credit", metadata,
+    sa.Column("episode_id", sa.String(64), primary_key=True),
+    sa.Column("index", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.String(128), nullable=False, default=""),
+    sa.Column("estimator", sa.String(64), nullable=False, default=""),
+    sa.Column("update", sa.Integer),
+    sa.Column("policy_version", sa.Integer),
+    sa.Column("advantage", sa.Float),
+    sa.Column("episode_part", sa.Float),
+    sa.Column("step_part", sa.Float),
+    sa.Column("return_", sa.Float),
+    sa.Column("value", sa.Float),
+    sa.Column("turn_reward", sa.Float),
+    sa.Column("step_group", sa.Integer),
+    sa.Column("step_group_size", sa.Integer),
+    sa.Column("dropped", sa.Boolean, nullable=False, default=False),
+    sa.Column("drop_reason", sa.String(32)),
+    sa.Index("ix_turn_credit_run", "run_id", "update"),
+)
+
 runs_table = sa.Table(
     "runs", metadata,
     sa.Column("id", sa.String(128), primary_key=True),

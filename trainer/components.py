@@ -79,7 +79,7 @@ def loss_config(cfg: TrainConfig) -> LossConfig:
 
 
 def credit_fn(name: str, params: dict[str, Any], models: CreditModels | None = None):
-    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> (advantages, returns).
+    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> `CreditResult`.
 
     Learned inputs (SPA contributions, OPRL step rewards) come from `models` as they are before the update.
     """
@@ -90,9 +90,7 @@ def credit_fn(name: str, params: dict[str, Any], models: CreditModels | None = N
             kwargs.update(models.inputs(episodes))
         if values is not None:
             kwargs["values"] = values
-        result = compute_credit(name, list(episodes), **kwargs)
-        returns = result.returns_per_episode() if result.returns is not None else None
-        return result.per_episode(), returns
+        return compute_credit(name, list(episodes), **kwargs)
 
     return credit
 
@@ -163,7 +161,7 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               mini_batches=cfg.mini_batches, micro_batch_tokens=cfg.micro_batch_tokens,
                               max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
                               critic_warmup_updates=cfg.critic_warmup_updates, packed=packed,
-                              pad_id=tokenizer.pad_token_id or 0)
+                              pad_id=tokenizer.pad_token_id or 0, seed=cfg.seed)
     models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
     updater = PolicyUpdater(model, optimizer, scheduler, update_cfg,
                             credit_fn(cfg.estimator, cfg.estimator_params, models if models.active else None),

@@ -27,9 +27,11 @@ from agentgym.trainer.checkpoint import CheckpointManager, TrainerState
 from agentgym.trainer.components import Components, build_components, evaluate
 from agentgym.trainer.run_log import RunLog
 from agentgym.trainer.sft import warm_start
+from agentgym.trainer.signal_watch import SignalWatch
 from rich.console import Console
 
 from agentgym.config import TrainConfig
+from agentgym.credit.record import dropped_records, records_from_result
 from agentgym.data import Cursor
 from agentgym.policy.checkpoints import RUN_CONFIG
 from agentgym.store import TrajectoryStore
@@ -42,7 +44,7 @@ class RunResult:
     updates: int
     policy_version: int
     rows: list[dict[str, float]]
-    stopped_by: str  #: "updates" | "time_limit"
+    stopped_by: str  #: "updates" | "time_limit" | "no_signal"
 
 
 def seed_everything(seed: int) -> None:
@@ -158,10 +160,24 @@ class Progress:
             **stats.flat(), **self.c.dm.metrics().flat(), **extra,
         }
         self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
+        self.write_credit(update, version - 1)
         every = self.cfg.checkpoint_every
         if (every and update % every == 0) or update == self.cfg.updates:
             self.save(update, version)
         return row
+
+    def write_credit(self, update: int, trained_version: int) -> None:
+        """Store what this update computed per turn, and which episodes the data manager dropped."""
+        store, result = self.log.store, self.c.updater.last_credit
+        if store is None:
+            return
+        records = records_from_result(result, run_id=self.cfg.name, update=update,
+                                      policy_version=trained_version) if result is not None else []
+        take_dropped = getattr(self.c.dm, "take_dropped", None)
+        if take_dropped is not None:
+            records += dropped_records(take_dropped(), run_id=self.cfg.name, estimator=self.cfg.estimator,
+                                       policy_version=trained_version)
+        store.put_credit(records)
 
     def save(self, update: int, version: int) -> None:
         c = self.c
@@ -196,14 +212,19 @@ async def _sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpo
                      version: int) -> RunResult:
     await push_initial_weights(c, version)
     progress = Progress(cfg, c, log, ckpt, start)
+    watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates:
         if progress.out_of_time():
             stopped_by = "time_limit"
             break
         batch = await c.driver.collect_batch(version, cfg.max_refill_rounds)  # -- collect a full batch
-        if batch is None:
-            continue  # curation kept no group: nothing to learn from; collect again
+        if batch is None:  # curation kept no group: nothing to learn from; collect again (or stop)
+            if watch.empty_round(c.dm.metrics().dropped):
+                stopped_by = "no_signal"
+                break
+            continue
+        watch.trained()
         stats = await asyncio.to_thread(c.updater.update, batch)  # -- one policy update
         update, version = update + 1, version + 1
         await asyncio.to_thread(c.sync.push, c.model, version)    # -- new weights to the rollout side
@@ -219,14 +240,19 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
                  *, stop: threading.Event | None = None, evaluate_fn: Any = None) -> RunResult:
     """The trainer side of async mode: pull a batch, update, push weights, record; until done or `stop`."""
     progress = Progress(cfg, c, log, ckpt, start)
+    watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates and not (stop is not None and stop.is_set()):
         if progress.out_of_time():
             stopped_by = "time_limit"
             break
         batch = c.dm.pull(version=version, timeout=1.0)         # -- wait for curated groups
-        if batch is None:
+        if batch is None:  # a round without signal is a batch's worth of groups dropped meanwhile
+            if watch.dropped_meanwhile(c.dm.metrics().dropped, cfg.episodes_per_batch):
+                stopped_by = "no_signal"
+                break
             continue
+        watch.trained(c.dm.metrics().dropped)
         stats = c.updater.update(batch)                          # -- one policy update
         update, version = update + 1, version + 1
         c.sync.push(c.model, version)                            # -- the backend swaps weights between batches

@@ -28,11 +28,12 @@ from agentgym.trainer.model import trainable_parameters
 from agentgym.trainer.packing import Sample, TokenBatch, collate, episode_to_sample, micro_batches
 from agentgym.trainer.value_head import Critic
 
+from agentgym.credit import CreditResult
 from agentgym.data import TrainBatch, select_high_entropy_steps
 from agentgym.trajectory import Episode
 
-#: (episodes, per-turn critic values or None) -> (per-turn advantages, per-turn returns or None)
-CreditFn = Callable[[Sequence[Episode], list[list[float]] | None], tuple[list[list[float]], list[list[float]] | None]]
+#: (episodes, per-turn critic values or None) -> the estimator's `CreditResult` (advantages, returns, parts)
+CreditFn = Callable[[Sequence[Episode], list[list[float]] | None], CreditResult]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class UpdateConfig:
     critic_warmup_updates: int = 0
     packed: bool = True  #: padding-free packing (else length-sorted padded rows)
     pad_id: int = 0  #: pad token of the padded layout
+    seed: int = 0  #: seed of the per-epoch mini-batch shuffle
 
 
 @dataclass
@@ -86,6 +88,8 @@ class PolicyUpdater:
         self.device = device or next(model.parameters()).device
         self.reference = self._reference() if cfg.loss.kl != "off" else None
         self.updates_done = 0
+        self.last_credit: CreditResult | None = None  #: what credit assignment computed for the last batch
+        self._rng = torch.Generator().manual_seed(cfg.seed)  #: mini-batch order, reshuffled every epoch
 
     def _reference(self) -> Any:
         if hasattr(self.model, "disable_adapter"):
@@ -125,7 +129,9 @@ class PolicyUpdater:
                     by_id[s.episode_id] = flat[i:i + len(s.turn_starts)]
                     i += len(s.turn_starts)
             values = [by_id[e.id] for e in episodes]
-        advantages, returns = self.credit(episodes, values)
+        result = self.last_credit = self.credit(episodes, values)
+        advantages = result.per_episode()
+        returns = result.returns_per_episode() if result.returns is not None else None
         return [episode_to_sample(e, adv, weight=w, turn_returns=(returns[k] if returns else ()))
                 for k, (e, adv, w) in enumerate(zip(episodes, advantages, batch.weights, strict=True))]
 
@@ -142,17 +148,34 @@ class PolicyUpdater:
         lp_old, lp_ref, entropy = self._reference_passes(batches)
         if self.cfg.top_entropy_fraction is not None:
             _keep_high_entropy(batches, groups, entropy, self.cfg.top_entropy_fraction)
-        order = list(range(len(batches)))
-        per_mini = max(1, -(-len(order) // self.cfg.mini_batches))
+        ordered = [s for g in groups for s in g]
+        tensors = _per_sample(groups, batches, lp_old, lp_ref or None)
         logs: list[tuple[float, Any]] = []
-        for _ in range(self.cfg.ppo_epochs):
+        for _ in range(self.cfg.ppo_epochs):  # a fresh sample order, and so fresh mini-batches, every epoch
+            order = torch.randperm(len(ordered), generator=self._rng).tolist()
+            per_mini = max(1, -(-len(order) // self.cfg.mini_batches))
             for start in range(0, len(order), per_mini):
                 idx = order[start:start + per_mini]
-                logs += self._mini_batch([batches[i] for i in idx], [lp_old[i] for i in idx],
-                                         [lp_ref[i] for i in idx] if lp_ref else None, stats)
+                mini, old, ref = self._lay_out([ordered[i] for i in idx], [tensors[i] for i in idx])
+                logs += self._mini_batch(mini, old, ref if lp_ref else None, stats)
         total = sum(w for w, _ in logs) or 1.0
         for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean"):
             setattr(stats, name, sum(w * getattr(o, name) for w, o in logs) / total)
+
+    def _lay_out(self, samples: list[Sample], tensors: list[_SampleTensors]):
+        """Micro-batches of one mini-batch, with the loss mask and log-probs fixed before the epochs."""
+        slot = {id(s): t for s, t in zip(samples, tensors, strict=True)}
+        batches, old, ref = [], [], []
+        for group in self._groups(samples):
+            b = self._collate(group)
+            parts = [slot[id(s)] for s in group]
+            width = None if self.cfg.packed else max(len(s) for s in group)
+            b.loss_mask = _join([p.mask for p in parts], width, 0.0).to(self.device)
+            old.append(_join([p.lp_old for p in parts], width, 0.0).to(self.device))
+            ref.append(_join([p.lp_ref for p in parts], width, 0.0).to(self.device) if parts[0].lp_ref is not None
+                       else None)
+            batches.append(b)
+        return batches, old, ref
 
     @torch.no_grad()
     def _reference_passes(self, batches: list[TokenBatch]):
@@ -200,6 +223,34 @@ class PolicyUpdater:
         self.optimizer.step()
         self.scheduler.step()
         return logs
+
+
+@dataclass
+class _SampleTensors:
+    """One sample's per-token tensors fixed before the epochs: loss mask, lp_old, lp_ref."""
+
+    mask: torch.Tensor
+    lp_old: torch.Tensor
+    lp_ref: torch.Tensor | None
+
+
+def _per_sample(groups: list[list[Sample]], batches: list[TokenBatch], lp_old: list[torch.Tensor],
+                lp_ref: list[torch.Tensor] | None) -> list[_SampleTensors]:
+    """Cut each micro-batch's flat tensors back into its samples (both layouts start sample i at offsets[i])."""
+    out = []
+    for k, (group, b) in enumerate(zip(groups, batches, strict=True)):
+        for s, off in zip(group, b.offsets, strict=True):
+            cut = slice(off, off + len(s))
+            out.append(_SampleTensors(b.loss_mask[cut].clone(), lp_old[k][cut],
+                                      lp_ref[k][cut] if lp_ref is not None else None))
+    return out
+
+
+def _join(parts: list[torch.Tensor], width: int | None, fill: float) -> torch.Tensor:
+    """Per-sample tensors in a batch's flat layout: concatenated (packed) or right-padded rows (padded)."""
+    if width is None:
+        return torch.cat(parts)
+    return torch.cat([torch.nn.functional.pad(p, (0, width - len(p)), value=fill) for p in parts])
 
 
 def _samples_with_tokens(b: TokenBatch) -> int:

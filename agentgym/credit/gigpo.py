@@ -114,7 +114,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
                                             lambda: similarity_clusters(batch, similarity_threshold))
     a_s = segment_stats(step_return, clusters, n_clusters).normalise(step_return, clusters, norm, eps)
     return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
-                        returns=None, turn_rewards=None)
+                        returns=None, turn_rewards=None, step_group=clusters)
 
 
 def _check(omega: float, gamma: float, norm: str, episode_stats: str, singleton: str, anchor: str,

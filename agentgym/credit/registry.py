@@ -8,6 +8,7 @@ and unknown parameters are rejected with the closest valid ones.
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,10 +68,19 @@ class EstimatorRegistry(Mapping[str, Estimator]):
         return deco
 
     def __getitem__(self, name: str) -> Estimator:
+        """By registered name, or as 'package.module:name' (the module is imported first; it registers)."""
         try:
             return self._items[name]
         except KeyError:
             pass
+        module, _, short = str(name).rpartition(":")
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise UnknownEstimatorError(f"estimator '{name}': cannot import module '{module}': {exc}") from None
+            if short in self._items:
+                return self._items[short]
         known = sorted(self._items)
         close = difflib.get_close_matches(str(name).lower(), known, n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""

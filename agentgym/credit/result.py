@@ -18,7 +18,8 @@ class CreditResult:
     (the two levels of gigpo / oprl, before `omega`/`alpha` weighting of the step part),
     `turn_rewards` (the dense per-turn rewards the estimator built: spa, oprl), `values` (the critic
     values it used) and `trained` (bool; False for turns the trainer should not train, e.g. shared
-    tree prefixes copied into TRACE branches).
+    tree prefixes copied into TRACE branches). `step_group` (int codes) is the cluster of turns a
+    step-level estimator compared each turn with (gigpo's anchor states).
     """
 
     estimator: str
@@ -30,6 +31,7 @@ class CreditResult:
     turn_rewards: np.ndarray | None = None
     values: np.ndarray | None = None
     trained: np.ndarray | None = None
+    step_group: np.ndarray | None = None
 
     def per_episode(self) -> list[list[float]]:
         """Advantages as one list per episode (one float per turn)."""

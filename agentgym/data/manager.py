@@ -126,6 +126,7 @@ class DataManager:
         self._known: set[str] = set()
         self._staleness: Counter[int] = Counter()
         self._dropped: Counter[str] = Counter()
+        self._drop_log: list[tuple[str, int, str]] = []  #: (episode id, turns, reason) since `take_dropped`
         self._pushed = self._infra_failures = 0
         self._version = 0
         self._occupancy = OccupancyMeter(env_slots or max_in_flight or batch_groups * group_size)
@@ -195,6 +196,7 @@ class DataManager:
                 group.masked.append(episode)
             self._cursor.dropped.append(episode.id)
             self._dropped["infra"] += 1
+            self._drop_log.append((episode.id, episode.num_turns, "infra"))
         else:
             group.episodes.append(episode)
             self._record_outcome(episode)
@@ -293,8 +295,15 @@ class DataManager:
 
     def _drop(self, episodes: list[Episode], reason: str) -> None:
         self._dropped[reason] += len(episodes)
+        self._drop_log.extend((e.id, e.num_turns, reason) for e in episodes if e.metadata.get("source") != "replayed")
         self._cursor.dropped.extend(e.id for e in episodes if e.metadata.get("source") != "replayed")
         return None
+
+    def take_dropped(self) -> list[tuple[str, int, str]]:
+        """(episode id, turn count, reason) of every episode dropped since the last call (each handed out once)."""
+        with self._cv:
+            out, self._drop_log = self._drop_log, []
+            return out
 
     def close(self) -> None:
         """Wake every waiter; `pull` returns None and `acquire_async` raises from now on."""

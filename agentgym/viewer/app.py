@@ -34,7 +34,7 @@ from agentgym.errors import AgentGymError, ConfigError, StoreError, UnknownEnvEr
 from agentgym.registration import registry
 from agentgym.store import EpisodeFilter, TrajectoryStore
 from agentgym.viewer import charts, queries
-from agentgym.viewer.groups import build_tree, find_anchors
+from agentgym.viewer.groups import build_tree, find_anchors, step_groups
 from agentgym.viewer.media import find_images, media_file
 from agentgym.viewer.params import ListParams, ViewerInputError, parse_list_params, parse_replay_form
 from agentgym.viewer.tokens import find_decoder, model_dir_of, token_view
@@ -230,13 +230,16 @@ def create_app(store: TrajectoryStore) -> Any:
         if not rows:
             raise NotFound(f"no episodes in group '{group_id}' in store {store_label}")
         turns = queries.turn_actions(store, [r["id"] for r in rows])
+        credit = store.credit([r["id"] for r in rows])
         anchors = find_anchors(turns)
         depth = max((len(t) for t in turns.values()), default=0)
         rewards = [r["total_reward"] for r in rows]
         mean = sum(rewards) / len(rewards)
         std = math.sqrt(sum((x - mean) ** 2 for x in rewards) / len(rewards))
         return page("group.html", group_id=group_id, rows=rows, turns=turns, anchors=anchors, depth=depth,
-                    mean=mean, std=std, total=store.count(EpisodeFilter(group_id=group_id)))
+                    mean=mean, std=std, total=store.count(EpisodeFilter(group_id=group_id)),
+                    credit={eid: {c["index"]: c for c in cs} for eid, cs in credit.items()},
+                    step_groups=step_groups(turns, credit, anchors))
 
     return app
 

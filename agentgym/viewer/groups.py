@@ -52,6 +52,40 @@ def find_anchors(turns_by_episode: dict[str, list[dict[str, Any]]]) -> dict[str,
     return anchors
 
 
+@dataclass(frozen=True)
+class StepGroup:
+    """Turns that a step-level estimator (GiGPO) compared with each other in one update: same state."""
+
+    update: int
+    label: str  #: the anchor label of their state ("" when the state is not an anchor of this page)
+    colour: str
+    members: list[dict[str, Any]]  #: {episode_id, index, action_text, advantage, episode_part, step_part}
+
+
+def step_groups(turns_by_episode: dict[str, list[dict[str, Any]]], credit: dict[str, list[dict[str, Any]]],
+                anchors: dict[str, Anchor]) -> list[StepGroup]:
+    """The stored step groups of more than one turn among these episodes, largest first."""
+    by_key: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for episode_id, records in credit.items():
+        turns = {t["index"]: t for t in turns_by_episode.get(episode_id, [])}
+        for r in records:
+            if r["dropped"] or r["step_group"] is None or (r["step_group_size"] or 0) < 2:
+                continue
+            turn = turns.get(r["index"], {})
+            by_key.setdefault((r["update"], r["step_group"]), []).append({
+                "episode_id": episode_id, "index": r["index"], "action_text": turn.get("action_text", ""),
+                "fingerprint": turn.get("state_fingerprint", ""), "advantage": r["advantage"],
+                "episode_part": r["episode_part"], "step_part": r["step_part"]})
+    out = []
+    for (update, _), members in by_key.items():
+        if len(members) < 2:
+            continue
+        anchor = anchors.get(members[0]["fingerprint"])
+        out.append(StepGroup(update, anchor.label if anchor else "", anchor.colour if anchor else "#eee",
+                             sorted(members, key=lambda m: (m["episode_id"], m["index"]))))
+    return sorted(out, key=lambda g: (-len(g.members), g.update, g.label))
+
+
 @dataclass
 class TreeNode:
     """One episode in a branch tree, with its children ordered by branch turn."""

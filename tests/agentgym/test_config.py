@@ -26,7 +26,7 @@ def test_unknown_key_names_the_closest_valid_key(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"estimator": "grpoo"}, "Did you mean 'grpo'"),
+    ({"estimator": "grpoo"}, "Did you mean: grpo"),
     ({"lr": -1}, "lr: .*greater than 0.*got -1"),
     ({"kl": "k3"}, "kl_coef"),
     ({"dual_clip": 0.5}, "dual_clip must be > 1"),

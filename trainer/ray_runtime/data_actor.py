@@ -49,6 +49,9 @@ class DataManagerActor:
     def take_retries(self) -> list[RetryRequest]:
         return self.dm.take_retries()
 
+    def take_dropped(self) -> list[tuple[str, int, str]]:
+        return self.dm.take_dropped()
+
     def set_version(self, version: int) -> None:
         self.dm.set_version(version)
 
@@ -108,6 +111,9 @@ class RemoteDataManager:
 
     def take_retries(self) -> list[RetryRequest]:
         return self._call("take_retries")
+
+    def take_dropped(self) -> list[tuple[str, int, str]]:
+        return self._call("take_dropped")
 
     # ---- training side -----------------------------------------------------------------------
     def set_version(self, version: int) -> None:
