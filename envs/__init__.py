@@ -26,3 +26,8 @@ def register_builtin_envs() -> None:
         "agentgym.envs.tools.env:ToolsEnv",
         description="Tool calling (Python functions and MCP servers) on verifiable look-up, arithmetic and date tasks.",
     )
+    register(
+        "Code-v0",
+        "agentgym.envs.code.env:CodeEnv",
+        description="Write, run, test and submit Python in a Docker sandbox; reward = fraction of hidden tests passed.",
+    )
