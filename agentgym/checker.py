@@ -16,6 +16,7 @@ from typing import Any
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from agentgym.core import ACTION_FORMATS, AgentEnv
+from agentgym.splits import check_splits
 
 MALFORMED_ACTIONS = ("", "}{ not an action <tool_call>{oops", "\x00\x01 🤖" * 3)
 
@@ -246,6 +247,12 @@ def check_async(factory: Callable[[], Any], *, seed: int = 0) -> CheckResult:
         env.close()
 
 
+def check_task_splits(factory: Callable[[], Any]) -> CheckResult:
+    """The train / eval / test splits are disjoint, inside `task_ids()`, and the same on every instance."""
+    passed, detail = check_splits(factory)
+    return CheckResult("task_splits", passed, detail)
+
+
 def check_env_contract(env_id: str, factory: Callable[[], Any]) -> CheckReport:
     """Run every check on envs made by `factory`; the report says which passed."""
     report = CheckReport(env_id)
@@ -264,7 +271,7 @@ def check_env_contract(env_id: str, factory: Callable[[], Any]) -> CheckReport:
     finally:
         env.close()
     for check in (check_action_format, check_determinism, check_fingerprint, check_malformed_actions, check_snapshot,
-                  check_async):
+                  check_async, check_task_splits):
         try:
             report.results.append(check(factory))
         except Exception as exc:

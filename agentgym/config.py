@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,6 +19,10 @@ from agentgym.errors import ConfigError
 
 #: the built-in estimators (the config accepts any name in `agentgym.credit.ESTIMATORS`, or 'module:name')
 ESTIMATOR_NAMES = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
+#: Locally built CPU models: name -> (hidden size, layers, MLP width).
+MODEL_PRESETS: dict[str, tuple[int, int, int]] = {"tiny": (64, 2, 128), "small": (128, 4, 512)}
+#: The keys that describe the env; an override of `env` drops the config file's values of ENV_BOUND_KEYS.
+ENV_BOUND_KEYS = ("env_kwargs",)
 
 
 class TrainConfig(BaseModel):
@@ -40,27 +44,32 @@ class TrainConfig(BaseModel):
 
     # ---- environment -----------------------------------------------------------------------
     env: str = "Maze-v0"
-    """Registered env id."""
+    """Registered env id (also `module:Name-v0`, which imports `module` first). Checked, with `env_kwargs`, by
+    making one env when the run starts, before any model is built. Changing `env` by an override
+    (`--env`, `--set env=`) drops the `env_kwargs` of the config file: they belong to its env."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for `agentgym.make(env, **env_kwargs)` (the env's own settings)."""
-    max_turns: int = Field(12, ge=1)
-    """Turn limit of one episode."""
+    max_turns: int | None = Field(None, ge=1)
+    """Turn limit of one episode, the same for the SFT warm start, RL and evaluation. None: the env's own
+    limit (its registration's `max_turns`, else its `max_turns` attribute)."""
     train_tasks: int | None = Field(None, ge=1)
-    """Use only the first N task ids of the env for training (None: all)."""
-    eval_tasks: int = Field(0, ge=0)
-    """Held-out task ids (taken after the training ones) evaluated greedily every `eval_every` updates."""
+    """Train on the first N task ids of the env's "train" split (None: the whole split)."""
+    eval_tasks: Annotated[int, Field(ge=0)] | Literal["all"] = 0
+    """Held-out tasks: the first N of the env's "eval" split, or "all" of it; evaluated greedily every
+    `eval_every` updates (the table shows the success rate with its 95% interval). 0: no evaluation."""
     eval_every: int = Field(0, ge=0)
     """Evaluate every N updates (0: never)."""
 
     # ---- model -----------------------------------------------------------------------------
     model: str = "tiny"
-    """'tiny' (the locally built model of `agentgym.models`), a local directory or a hub name (`load_model`)."""
-    tiny_hidden_size: int = Field(64, ge=8)
-    """Tiny model only: hidden size."""
-    tiny_layers: int = Field(2, ge=1)
-    """Tiny model only: number of layers."""
-    tiny_intermediate_size: int = Field(128, ge=8)
-    """Tiny model only: MLP width."""
+    """'tiny' or 'small' (CPU presets built locally by `agentgym.models`: 64 hidden x 2 layers, 0.1M
+    parameters; 128 x 4, 0.8M), a local model directory or a hub name (`load_model`)."""
+    tiny_hidden_size: int | None = Field(None, ge=8)
+    """tiny/small presets only: hidden size (None: the preset's)."""
+    tiny_layers: int | None = Field(None, ge=1)
+    """tiny/small presets only: number of layers (None: the preset's)."""
+    tiny_intermediate_size: int | None = Field(None, ge=8)
+    """tiny/small presets only: MLP width (None: the preset's)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Parameter dtype: auto = bfloat16 on a GPU that supports it, float32 otherwise."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -263,6 +272,15 @@ class TrainConfig(BaseModel):
         return ESTIMATORS[self.estimator].uses_critic
 
     @property
+    def model_preset(self) -> tuple[int, int, int] | None:
+        """Derived: (hidden size, layers, MLP width) of a locally built preset model, None for a real model."""
+        preset = MODEL_PRESETS.get(self.model)
+        if preset is None:
+            return None
+        given = (self.tiny_hidden_size, self.tiny_layers, self.tiny_intermediate_size)
+        return tuple(g if g is not None else p for g, p in zip(given, preset, strict=True))  # type: ignore[return-value]
+
+    @property
     def episodes_per_batch(self) -> int:
         """Derived: groups_per_batch * group_size."""
         return self.groups_per_batch * self.group_size
@@ -289,23 +307,46 @@ def _check_estimator(name: str, params: dict[str, Any]) -> None:
 
 
 def load_train_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Read a YAML config (or none) and apply `overrides`; every problem becomes a `ConfigError`."""
-    import yaml
+    """Read a YAML config (or none), its `include:` files, then `overrides`; every problem is a `ConfigError`.
 
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            raise ConfigError(f"config file {str(p)!r} does not exist; see configs/ for the shipped recipes")
-        loaded = yaml.safe_load(p.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{p} must hold a mapping of keys to values, got {type(loaded).__name__}")
-        data.update(loaded)
-    data.update(overrides or {})
+    `include: FILE` (or a list of files, relative to the including file) reads those first; the including
+    file's keys win. An override that changes `env` drops the env arguments the files gave
+    (`ENV_BOUND_KEYS`), unless the overrides set them too: they were meant for the other env.
+    """
+    data = _read_config(Path(path), ()) if path is not None else {}
+    overrides = dict(overrides or {})
+    if "env" in overrides and overrides["env"] != data.get("env"):
+        for key in ENV_BOUND_KEYS:
+            if key not in overrides:
+                data.pop(key, None)
+    data.update(overrides)
     try:
         return TrainConfig(**data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, path)) from None
+
+
+def _read_config(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    import yaml
+
+    if not path.exists():
+        where = f" (included from {chain[-1]})" if chain else ""
+        raise ConfigError(f"config file {str(path)!r}{where} does not exist; see configs/ for the shipped recipes")
+    if path.resolve() in chain:
+        raise ConfigError(f"config include cycle: {' -> '.join(str(p) for p in (*chain, path.resolve()))}")
+    loaded = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path} must hold a mapping of keys to values, got {type(loaded).__name__}")
+    includes = loaded.pop("include", None) or []
+    if isinstance(includes, str):
+        includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ConfigError(f"{path}: include must be a file name or a list of file names, got {includes!r}")
+    data: dict[str, Any] = {}
+    for name in includes:
+        data.update(_read_config(path.parent / name, (*chain, path.resolve())))
+    data.update(loaded)
+    return data
 
 
 def _describe(exc: ValidationError, path: str | Path | None) -> str:

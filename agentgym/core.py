@@ -17,6 +17,9 @@ What the contract adds to Gymnasium, and why:
 - `areset` / `astep` let the collector keep hundreds of episodes in flight.
   The defaults run the sync methods in a worker thread.
 - `task_ids()` lists the tasks; `reset(options={"task_id": ...})` selects one.
+  Splits (train / eval / test) come from `agentgym.splits.task_ids(env, split)`:
+  an env that defines `task_ids(self, split=None)` states its own, the others
+  get a stable hash split (`split_fractions` sets the shares).
 - `solver_action()` is the optimal next action where the env has a solver, for
   tests, demonstrations and warm-start data.
 - A malformed action is not an exception: the env answers with an error
@@ -88,6 +91,9 @@ class AgentEnv(gym.Env[str, str]):
     action_format: ClassVar[ActionFormat] = "tool_calls"
     #: The system prompt the collector puts before the first observation.
     system_prompt: str = ""
+    #: Shares of the default hash split of `task_ids()` ({"train": .8, "eval": .1, "test": .1} when None);
+    #: ignored by envs whose `task_ids` takes a `split` argument (they define their own splits).
+    split_fractions: ClassVar[dict[str, float] | None] = None
 
     observation_space = UnicodeText()
     action_space = UnicodeText()
@@ -110,7 +116,11 @@ class AgentEnv(gym.Env[str, str]):
 
     # ---- tasks -----------------------------------------------------------
     def task_ids(self) -> Sequence[str]:
-        """Ids of the tasks this env can pose, for `reset(options={"task_id": ...})`."""
+        """Ids of the tasks this env can pose, for `reset(options={"task_id": ...})`.
+
+        Override as ``task_ids(self, split=None)`` to define the env's own train/eval/test splits;
+        read splits through `agentgym.splits.task_ids(env, split)`, which falls back to a hash split.
+        """
         return []
 
     def choose_task(self, options: dict[str, Any] | None, task_ids: Sequence[str]) -> str:

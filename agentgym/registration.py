@@ -182,10 +182,21 @@ def register(
     *,
     max_turns: int | None = None,
     description: str = "",
-    **kwargs: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    **env_kwargs: Any,
 ) -> EnvSpec:
-    """Register an env under a versioned id; `kwargs` become its default constructor arguments."""
+    """Register an env under a versioned id.
+
+    `max_turns` and `description` are the spec's own options (`max_turns`: the turn limit runs use
+    unless they set one). The env's default constructor arguments are `kwargs` (a mapping, Gymnasium's
+    way, which also carries names the spec uses itself: ``kwargs={"max_turns": 50}`` reaches the
+    constructor) and any further keyword arguments.
+    """
     parse_id(id)
+    clash = set(kwargs or {}) & set(env_kwargs)
+    if clash:
+        raise RegistrationError(f"env '{id}': {sorted(clash)} given both in kwargs= and as keyword arguments")
+    kwargs = {**(kwargs or {}), **env_kwargs}
     if isinstance(entry_point, str) and ":" not in entry_point:
         raise RegistrationError(
             f"env '{id}': entry point {entry_point!r} must look like 'package.module:ClassName'"
@@ -223,3 +234,15 @@ def make(id: str, **kwargs: Any) -> Any:
 def spec(id: str) -> EnvSpec:
     """The `EnvSpec` of `id` (with "did you mean" on unknown ids)."""
     return registry[id]
+
+
+def turn_limit(env_id: str, env: Any | None = None) -> int | None:
+    """The turn limit an env comes with: its spec's `max_turns`, else the instance's own `max_turns` attribute.
+
+    None when neither says (the collector then applies its fallback).
+    """
+    registered = registry[env_id].max_turns
+    if registered is not None:
+        return registered
+    own = getattr(getattr(env, "unwrapped", env), "max_turns", None)
+    return own if isinstance(own, int) and own >= 1 else None

@@ -30,9 +30,10 @@ from agentgym.collector.config import Task
 from agentgym.config import TrainConfig
 from agentgym.credit import compute_credit
 from agentgym.data import Curation, DataManager
+from agentgym.env_facts import EnvFacts, action_budget_error, eval_count, split_for_run
+from agentgym.errors import ConfigError
 from agentgym.models import TinyModelSpec, load_model
 from agentgym.policy.base import SamplingParams
-from agentgym.registration import make
 from agentgym.trajectory import Episode
 
 
@@ -66,9 +67,13 @@ class Components:
 
 
 def model_spec(cfg: TrainConfig) -> ModelSpec:
-    tiny = TinyModelSpec(hidden_size=cfg.tiny_hidden_size, num_layers=cfg.tiny_layers,
-                         intermediate_size=cfg.tiny_intermediate_size)
-    return ModelSpec(cfg.model, tiny, cfg.dtype, cfg.device, cfg.gradient_checkpointing, cfg.lora_rank,
+    preset = cfg.model_preset
+    if preset is not None:
+        hidden, layers, width = preset
+        return ModelSpec("tiny", TinyModelSpec(hidden_size=hidden, num_layers=layers, intermediate_size=width),
+                         cfg.dtype, cfg.device, cfg.gradient_checkpointing, cfg.lora_rank, cfg.lora_alpha,
+                         cfg.lora_dropout, tuple(cfg.lora_target_modules))
+    return ModelSpec(cfg.model, TinyModelSpec(), cfg.dtype, cfg.device, cfg.gradient_checkpointing, cfg.lora_rank,
                      cfg.lora_alpha, cfg.lora_dropout, tuple(cfg.lora_target_modules))
 
 
@@ -95,17 +100,12 @@ def credit_fn(name: str, params: dict[str, Any], models: CreditModels | None = N
     return credit
 
 
-def split_tasks(cfg: TrainConfig) -> tuple[list[str], list[str]]:
-    env = make(cfg.env, **cfg.env_kwargs)
-    try:
-        ids = list(env.unwrapped.task_ids())
-    finally:
-        env.close()
-    n_train = cfg.train_tasks or max(1, len(ids) - cfg.eval_tasks)
-    train, held_out = ids[:n_train], ids[n_train:n_train + cfg.eval_tasks]
-    if cfg.eval_tasks and len(held_out) < cfg.eval_tasks:
-        raise ValueError(f"{cfg.env} has {len(ids)} tasks: not enough for {n_train} training and "
-                         f"{cfg.eval_tasks} held-out ones; lower train_tasks or eval_tasks")
+def split_tasks(cfg: TrainConfig, facts: EnvFacts) -> tuple[list[str], list[str]]:
+    """(training tasks from the env's "train" split, held-out tasks from its "eval" split)."""
+    train = split_for_run(facts, "train", cfg.train_tasks, "train_tasks")
+    held_out = split_for_run(facts, "eval", eval_count(cfg.eval_tasks), "eval_tasks") if cfg.eval_tasks else []
+    if not train and facts.all_tasks:
+        raise ConfigError(f"{facts.env_id}'s 'train' split is empty; give the env more tasks or its own splits")
     return train, held_out
 
 
@@ -169,10 +169,13 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
     return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater, packed)
 
 
-def build_components(cfg: TrainConfig, store: Any) -> Components:
-    """Every live object of a local run."""
+def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Components:
+    """Every live object of a local run (`facts`: the env as `resolve_run_env` found it)."""
     p = build_policy_side(cfg)
     model, tokenizer, packed = p.model, p.tokenizer, p.packed
+    budget = action_budget_error(facts, tokenizer, cfg.max_new_tokens)
+    if budget is not None:
+        raise ConfigError(budget)
     prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
     backend, sync = build_backend(cfg, model, tokenizer)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
@@ -185,7 +188,7 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
                                    concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
                                    sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
     dm = DataManager(**data_manager_kwargs(cfg))
-    train_tasks, eval_tasks = split_tasks(cfg)
+    train_tasks, eval_tasks = split_tasks(cfg, facts)
     allocator = None
     if cfg.estimator == "trace":
         from agentgym.credit import TraceAllocator
@@ -197,12 +200,12 @@ def build_components(cfg: TrainConfig, store: Any) -> Components:
                       eval_collector, dm, driver, train_tasks, eval_tasks, prompts, packed)
 
 
-async def evaluate(c: Components, cfg: TrainConfig) -> float:
-    """Greedy success rate on the held-out tasks."""
+async def evaluate(c: Components, cfg: TrainConfig) -> tuple[float, int]:
+    """(greedy success rate on the held-out tasks, episodes it was measured on)."""
     assert c.eval_collector is not None
     result = await c.eval_collector.collect([Task(t, seed=i) for i, t in enumerate(c.eval_tasks)], group_size=1)
     eps = result.episodes
-    return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps))
+    return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps)), len(eps)
 
 
 def async_in_flight(cfg: TrainConfig) -> int | None:

@@ -15,8 +15,20 @@ from rich.table import Table
 #: columns of the live table: (metric key, header, format)
 COLUMNS = (("update", "update", "{:.0f}"), ("episodes", "episodes", "{:.0f}"), ("success_rate", "success", "{:.2f}"),
            ("reward_mean", "reward", "{:.2f}"), ("tokens_per_s", "tok/s", "{:.0f}"),
-           ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "eval", "{:.2f}"),
+           ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "held-out", "{:.2f}"),
            ("entropy", "entropy", "{:.2f}"), ("elapsed_s", "time", "{:.0f}s"))
+
+
+def _cell(row: dict[str, float], key: str, fmt: str) -> str:
+    """One table cell; held-out success carries its 95% interval ("0.62 ±0.12") so noise is not read as progress."""
+    value = row.get(key)
+    if value is None or not math.isfinite(value):
+        return "-"
+    text = fmt.format(value)
+    low, high = row.get("eval_success_low"), row.get("eval_success_high")
+    if key == "eval_success_rate" and low is not None and high is not None and math.isfinite(low):
+        text += f" ±{(high - low) / 2:.2f}"
+    return text
 
 
 class RunLog:
@@ -69,8 +81,7 @@ class RunLog:
         table = Table(show_header=self._rows % self._header_every == 0, box=None, pad_edge=False)
         for _, header, _ in COLUMNS:
             table.add_column(header, justify="right", min_width=7)
-        table.add_row(*[fmt.format(row[key]) if key in row and math.isfinite(row[key]) else "-"
-                        for key, _, fmt in COLUMNS])
+        table.add_row(*[_cell(row, key, fmt) for key, _, fmt in COLUMNS])
         self.console.print(table)
         self._rows += 1
 
@@ -93,9 +104,13 @@ class RunLog:
         x = [r["update"] for r in rows]
         ax.plot(x, [r["success_rate"] for r in rows], label="success rate (train rollouts)")
         ax.plot(x, [r["reward_mean"] for r in rows], label="reward mean", alpha=0.7)
-        evals = [(r["update"], r["eval_success_rate"]) for r in rows if "eval_success_rate" in r]
+        evals = [r for r in rows if "eval_success_rate" in r]
         if evals:
-            ax.plot(*zip(*evals, strict=True), "o-", label="success rate (held-out, greedy)")
+            y = [r["eval_success_rate"] for r in evals]
+            low = [y_ - r.get("eval_success_low", y_) for r, y_ in zip(evals, y, strict=True)]
+            high = [r.get("eval_success_high", y_) - y_ for r, y_ in zip(evals, y, strict=True)]
+            ax.errorbar([r["update"] for r in evals], y, yerr=[low, high], fmt="o-", capsize=3,
+                        label="success rate (held-out, greedy; 95% interval)")
         ax.set_xlabel("update")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)

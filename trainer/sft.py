@@ -48,6 +48,8 @@ class SFTStats:
     first_loss: float
     last_loss: float
     demonstrations: int
+    too_long: int = 0  #: successful demonstrations longer than the run's turn limit (left out of SFT)
+    longest: int = 0  #: turns of the longest successful demonstration
 
 
 def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
@@ -79,7 +81,16 @@ def warm_start(model: Any, tokenizer: Any, env_id: str, env_kwargs: dict[str, An
                steps: int, lr: float, max_turns: int | None, seed: int, packed: bool = True) -> SFTStats:
     """Collect solver demonstrations of `tasks` (rendered with `tokenizer`) and run `sft` on them.
 
-    `max_turns` None uses the env's own turn limit, so the solver can finish even when RL uses a shorter one.
+    The solver plays with the env's own turn limit; demonstrations longer than `max_turns` (the run's
+    limit, which RL and evaluation use) are left out and counted in `SFTStats.too_long`, so the warm start
+    never teaches what RL cannot finish. The caller warns about them.
     """
-    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=max_turns, seed=seed))
-    return sft(model, demos, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0)
+    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=None, seed=seed))
+    longest = max((e.num_turns for e in demos), default=0)
+    fitting = [e for e in demos if max_turns is None or e.num_turns <= max_turns]
+    if demos and not fitting:
+        raise ValueError(f"every solver demonstration takes more than max_turns={max_turns} turns (shortest "
+                         f"{min(e.num_turns for e in demos)}); raise max_turns or leave it null for the env's limit")
+    stats = sft(model, fitting, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0)
+    stats.too_long, stats.longest = len(demos) - len(fitting), longest
+    return stats

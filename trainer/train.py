@@ -33,6 +33,7 @@ from rich.console import Console
 from agentgym.config import TrainConfig
 from agentgym.credit.record import dropped_records, records_from_result
 from agentgym.data import Cursor
+from agentgym.env_facts import EnvFacts, resolve_run_env
 from agentgym.policy.checkpoints import RUN_CONFIG
 from agentgym.store import TrajectoryStore
 
@@ -47,17 +48,30 @@ class RunResult:
     stopped_by: str  #: "updates" | "time_limit" | "no_signal"
 
 
+def wilson_interval(rate: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a success rate measured on `n` episodes (a 64-task estimate is about +-0.12)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((rate * (1 - rate) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = None) -> RunResult:
+def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = None,
+          facts: EnvFacts | None = None) -> RunResult:
     """Run `cfg` to the end (or to its time limit); with `resume`, continue from the latest checkpoint.
 
-    The progress table goes to `console` (default: stdout).
+    The env is made once first (`resolve_run_env`; `facts` when the caller already did), so a bad env id or
+    bad env arguments stop the run before any model is built. The progress table goes to `console`.
     """
+    if facts is None:
+        cfg, facts = resolve_run_env(cfg)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     seed_everything(cfg.seed)
@@ -68,7 +82,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
         return run_ray(cfg, resume=resume)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     store = TrajectoryStore(cfg.store_url)
-    c = build_components(cfg, store)
+    c = build_components(cfg, store, facts)
     ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
     start, version = 0, 0
     latest = ckpt.latest() if resume else None
@@ -83,15 +97,22 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
         log.truncate_after(start)
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
     else:
-        store.log_run(cfg.name, cfg.model_dump())
         (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
+        store.log_run(cfg.name, {**cfg.model_dump(), "env_id": facts.env_id, "env_turn_limit": facts.turn_limit,
+                                 "split_sizes": {k: len(v) for k, v in facts.splits.items()},
+                                 "train_task_count": len(c.train_tasks), "held_out_tasks": c.eval_tasks})
         if cfg.sft_steps:
             sft = warm_start(c.model, c.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
-                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed,
+                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed,
                              packed=c.packed)
             log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                               f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
             save_sft_policy(cfg.run_dir, c.model, c.tokenizer)
+            if sft.too_long:
+                log.console.print(f"[yellow]warning[/]: {sft.too_long} solver demonstrations need more than "
+                                  f"max_turns={cfg.max_turns} turns (longest {sft.longest}); they were left out of "
+                                  "the warm start, and RL cannot finish such tasks: raise max_turns, or leave it "
+                                  "null to use the env's own limit")
         if c.updater.reference is not None:
             c.updater.reference.load_state_dict(c.model.state_dict())
     loop = _sync_loop if cfg.mode == "sync" else _async_loop
@@ -195,7 +216,9 @@ class Progress:
         cfg = self.cfg
         if not (cfg.eval_every and cfg.eval_tasks and update % cfg.eval_every == 0):
             return {}
-        return {"eval_success_rate": await evaluate(self.c, cfg)}
+        rate, n = await evaluate(self.c, cfg)
+        low, high = wilson_interval(rate, n)
+        return {"eval_success_rate": rate, "eval_success_low": low, "eval_success_high": high}
 
 
 # ---- sync: generate a batch, then train --------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 import typer
 import yaml
 
-from agentgym.cli.common import console, fail, guarded
+from agentgym.cli.common import console, fail, guarded, parse_json_option
 from agentgym.config import config_help, load_train_config
+from agentgym.env_facts import resolve_run_env
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +29,9 @@ def train(
     config: str = typer.Argument(None, help="YAML run config, e.g. configs/quickstart.yaml."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
     set_: list[str] = typer.Option([], "--set", help="Override a config key: --set updates=20 (repeatable)."),
+    env: str = typer.Option(None, "--env", help="Train on this env instead of the recipe's (an id or "
+                            "module:Name-v0); the recipe's env_kwargs are dropped."),
+    env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of the env's arguments, e.g. '{\"size\": 7}'."),
     help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default."),
 ) -> None:
     """Train a policy with RL: collect, assign credit, update, sync weights; progress as a table."""
@@ -36,14 +40,20 @@ def train(
         return
     if config is None:
         fail("give a config file, e.g. agentgym train configs/quickstart.yaml (or --help-config for the keys)")
-    cfg = load_train_config(config, _overrides(set_))
+    overrides = _overrides(set_)
+    if env is not None:
+        overrides["env"] = env
+    if env_kwargs is not None:
+        overrides["env_kwargs"] = parse_json_option(env_kwargs, "--env-kwargs")
+    cfg = load_train_config(config, overrides)
+    cfg, facts = resolve_run_env(cfg)  # makes one env: a bad id or bad arguments stop here, before any model
     from transformers.utils import logging as hf_logging
 
     from agentgym.trainer.train import train as run_training
 
     hf_logging.disable_progress_bar()  # the run prints its own table; weight-loading bars would break it up
 
-    result = run_training(cfg, resume=resume)
+    result = run_training(cfg, resume=resume, facts=facts)
     rows = result.rows
     last = rows[-1] if rows else {}
     console.print(f"[bold]done[/]: {result.updates} updates ({result.stopped_by}), policy version "

@@ -10,8 +10,8 @@ from agentgym.trainer.train import train
 
 from agentgym.config import load_train_config
 
-TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, torch_threads=1,
-           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=3, drop_zero_variance=False,
+TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=8, chat_tools=False, torch_threads=1,
+           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=4, drop_zero_variance=False,
            tensorboard=False, plot=False, train_tasks=20, updates=1, checkpoint_every=1)
 
 

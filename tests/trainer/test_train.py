@@ -17,8 +17,8 @@ from agentgym.trainer.train import train
 from agentgym.config import load_train_config
 from agentgym.store import TrajectoryStore
 
-TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, model="tiny",
-           torch_threads=1, groups_per_batch=2, group_size=3, concurrency=8, max_new_tokens=3,
+TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=8, chat_tools=False, model="tiny",
+           torch_threads=1, groups_per_batch=2, group_size=3, concurrency=8, max_new_tokens=4,
            drop_zero_variance=False, tensorboard=True, plot=True, train_tasks=20, eval_tasks=4, eval_every=2)
 
 

@@ -43,6 +43,7 @@ class RolloutWorker:
         from agentgym.trainer.model import build_model
         from agentgym.trainer.rollouts import RolloutDriver
 
+        from agentgym.env_facts import inspect_env
         from agentgym.store import TrajectoryStore
 
         if cfg.torch_threads:
@@ -65,7 +66,7 @@ class RolloutWorker:
                                         max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
                                         run_id=f"{cfg.name}-eval",
                                         sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
-        train_tasks, _ = split_tasks(cfg)
+        train_tasks, _ = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
         allocator = None
         if cfg.estimator == "trace":
             from agentgym.credit import TraceAllocator

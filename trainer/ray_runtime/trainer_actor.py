@@ -143,6 +143,7 @@ class TrainerActor:
         from agentgym.trainer.components import build_policy_side, split_tasks
         from agentgym.trainer.train import seed_everything
 
+        from agentgym.env_facts import inspect_env
         from agentgym.store import TrajectoryStore
 
         if cfg.torch_threads:
@@ -152,7 +153,7 @@ class TrainerActor:
         self.store = TrajectoryStore(cfg.store_url)
         self.dm_actor = data_manager
         p = build_policy_side(cfg)
-        train_tasks, eval_tasks = split_tasks(cfg)
+        train_tasks, eval_tasks = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
         self.view = TrainerView(p.model, p.tokenizer, p.optimizer, p.scheduler, p.critic, p.updater,
                                 RayWeightSync(workers), RemoteDataManager(data_manager),
                                 RemoteDriver(workers, trace=cfg.estimator == "trace"),
