@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from agentgym.cli import envs, episodes, rollout, sandbox, serve, tokens, train, view
+from agentgym.cli import envs, episodes, eval, rollout, sandbox, serve, tokens, train, view
 
 app = typer.Typer(
     name="agentgym",
@@ -19,7 +19,7 @@ app = typer.Typer(
 app.add_typer(envs.app, name="envs")
 app.add_typer(episodes.app, name="episodes")
 app.add_typer(sandbox.sandbox_app, name="sandbox")
-for group in (rollout, train, serve, tokens, view):
+for group in (rollout, train, serve, tokens, view, eval):
     group.register(app)
 
 
