@@ -7,21 +7,22 @@ stored with the eval run, so `--resume` finishes exactly the same eval.
 
 Task selections (``--tasks``):
 
-- ``eval``: the env's eval split when it declares one (``task_ids(split="eval")``),
-  else, for a training run's checkpoint on that run's env, the run's held-out tasks;
+- ``eval``: the env's eval split (its own, or the stable hash split of `agentgym.splits`);
+  for a training run's checkpoint on that run's env, the run's held-out tasks (the first
+  ``eval_tasks`` of that split, as the trainer picks them);
 - ``N``: the first N task ids of the env;
 - ``ID,ID,...``: those tasks (each must be one of the env's).
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agentgym import splits
 from agentgym.errors import ConfigError
 from agentgym.policy.checkpoints import RunProfile
 from agentgym.registration import make, registry
@@ -137,12 +138,12 @@ def resolve_env(entry: EnvEntry, selection: str, profile: RunProfile | None, max
 
 
 def _select(env_id: str, inner: Any, selection: str, profile: RunProfile | None) -> list[str]:
-    every = [str(t) for t in inner.task_ids()] if hasattr(inner, "task_ids") else []
+    every = [str(t) for t in splits.task_ids(inner)]
     if not every:
         raise ConfigError(f"{env_id} lists no task ids (task_ids() is empty), so an eval cannot name its tasks")
     selection = selection.strip()
     if selection == "eval":
-        return _eval_split(env_id, inner, every, profile)
+        return _eval_split(env_id, inner, profile)
     if selection.isdigit():
         n = int(selection)
         if not 1 <= n <= len(every):
@@ -157,21 +158,13 @@ def _select(env_id: str, inner: Any, selection: str, profile: RunProfile | None)
     return ids
 
 
-def _eval_split(env_id: str, inner: Any, every: list[str], profile: RunProfile | None) -> list[str]:
-    try:
-        takes_split = "split" in inspect.signature(inner.task_ids).parameters
-    except (TypeError, ValueError):
-        takes_split = False
-    if takes_split:
-        ids = [str(t) for t in inner.task_ids(split="eval")]
-        if ids:
-            return ids
-    if profile is not None and profile.eval_tasks:
-        held_out = profile.held_out(every)
-        if held_out:
-            return held_out
-    raise ConfigError(f"{env_id} declares no eval split and the policy is not a checkpoint of a run on {env_id} "
-                      "with held-out tasks; pass --tasks N (the first N tasks) or --tasks ID,ID,...")
+def _eval_split(env_id: str, inner: Any, profile: RunProfile | None) -> list[str]:
+    split = splits.task_ids(inner, "eval")
+    ids = profile.held_out(split) if profile is not None and profile.eval_tasks else split
+    if not ids:
+        raise ConfigError(f"{env_id}'s eval split is empty ({len(splits.task_ids(inner))} tasks in all); "
+                          "pass --tasks N (the first N tasks) or --tasks ID,ID,...")
+    return ids
 
 
 def check_k(k: int) -> None:

@@ -34,8 +34,7 @@ class RunProfile:
     max_turns: int | None = None
     max_new_tokens: int | None = None
     chat_tools: bool = True
-    train_tasks: int = 0
-    eval_tasks: int = 0
+    eval_tasks: int | str = 0  #: held-out tasks: the first N of the env's eval split ("all": the whole split)
     success_reward: float = 1.0
 
     @classmethod
@@ -43,10 +42,11 @@ class RunProfile:
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in config.items() if k in names and v is not None})
 
-    def held_out(self, task_ids: list[str]) -> list[str]:
-        """The run's held-out eval tasks among the env's `task_ids` (the trainer's own split)."""
-        n_train = self.train_tasks or max(1, len(task_ids) - self.eval_tasks)
-        return task_ids[n_train:n_train + self.eval_tasks]
+    def held_out(self, eval_split: list[str]) -> list[str]:
+        """The run's held-out tasks, given the env's eval split (the trainer's own choice)."""
+        if self.eval_tasks == "all":
+            return list(eval_split)
+        return list(eval_split[:int(self.eval_tasks)])
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def test_eval_table_json_and_stored_run(tmp_path):
     (["Maze-v9", "--policy", "random"], "Maze-v0"),  # unknown env: the closest ids
     (["Maze-v0", "--policy", "random", "-k", "0"], "-k must be >= 1"),
     (["Maze-v0", "--policy", "random", "--tasks", "easy-0,nope-7"], "has no task 'nope-7'"),
-    (["Maze-v0", "--policy", "random"], "declares no eval split"),
+    (["Maze-v0", "--policy", "random", "--tasks", "100000"], "--tasks 100000: Maze-v0 has"),
     (["Maze-v0", "--policy", "hf:/no/such/model"], "no such model directory"),
     (["Maze-v0", "--policy", "openai:http://127.0.0.1:9/v1", "--tasks", "2"], "the endpoint does not answer"),
     (["Maze-v0"], "--policy is required"),
@@ -98,6 +98,17 @@ def test_bad_input_is_rejected_before_any_episode(tmp_path, args, message):
     assert message in " ".join(result.output.split())
     if store.exists():
         assert TrajectoryStore(str(store)).count() == 0
+
+
+def test_default_tasks_are_the_envs_eval_split(tmp_path):
+    from agentgym import make, splits
+
+    store = str(tmp_path / "e.db")
+    env = make("Maze-v0")
+    held_out = splits.task_ids(env, "eval")
+    env.close()
+    assert invoke("eval", "Maze-v0", "--policy", "solver", "--store", store, "--run", "r").exit_code == 0
+    assert sorted({e["task_id"] for e in TrajectoryStore(store).summaries(run_id="r")}) == sorted(held_out)
 
 
 def test_an_existing_run_needs_resume(tmp_path):
