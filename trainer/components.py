@@ -161,7 +161,8 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               mini_batches=cfg.mini_batches, micro_batch_tokens=cfg.micro_batch_tokens,
                               max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
                               critic_warmup_updates=cfg.critic_warmup_updates, packed=packed,
-                              pad_id=tokenizer.pad_token_id or 0, seed=cfg.seed)
+                              pad_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
+                              success_reward=cfg.success_reward)
     models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
     updater = PolicyUpdater(model, optimizer, scheduler, update_cfg,
                             credit_fn(cfg.estimator, cfg.estimator_params, models if models.active else None),

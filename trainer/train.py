@@ -164,6 +164,8 @@ class Progress:
     def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
         now = time.perf_counter()
         tally = self.c.driver.take_tally()
+        take_dropped = getattr(self.c.dm, "take_dropped", None)
+        dropped = take_dropped() if take_dropped is not None else []
         self.trained_episodes += len(batch.episodes)
         wall = max(now - self.last, 1e-9)
         self.last = now
@@ -178,26 +180,24 @@ class Progress:
             "tokens_per_s": stats.tokens / wall, "update_s": stats.seconds, "iteration_s": wall,
             "lr": float(self.c.scheduler.get_last_lr()[0]),
             "elapsed_s": self.elapsed_before + now - self.started,
-            **stats.flat(), **self.c.dm.metrics().flat(), **extra,
+            **stats.flat(), **self.c.dm.metrics().flat(), **extra, **_drop_shares(dropped, len(batch.episodes)),
         }
         self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
-        self.write_credit(update, version - 1)
+        self.write_credit(update, version - 1, dropped)
         every = self.cfg.checkpoint_every
         if (every and update % every == 0) or update == self.cfg.updates:
             self.save(update, version)
         return row
 
-    def write_credit(self, update: int, trained_version: int) -> None:
+    def write_credit(self, update: int, trained_version: int, dropped: list[tuple[str, int, str]]) -> None:
         """Store what this update computed per turn, and which episodes the data manager dropped."""
         store, result = self.log.store, self.c.updater.last_credit
         if store is None:
             return
         records = records_from_result(result, run_id=self.cfg.name, update=update,
                                       policy_version=trained_version) if result is not None else []
-        take_dropped = getattr(self.c.dm, "take_dropped", None)
-        if take_dropped is not None:
-            records += dropped_records(take_dropped(), run_id=self.cfg.name, estimator=self.cfg.estimator,
-                                       policy_version=trained_version)
+        records += dropped_records(dropped, run_id=self.cfg.name, estimator=self.cfg.estimator,
+                                   policy_version=trained_version)
         store.put_credit(records)
 
     def save(self, update: int, version: int) -> None:
@@ -219,6 +219,14 @@ class Progress:
         rate, n = await evaluate(self.c, cfg)
         low, high = wilson_interval(rate, n)
         return {"eval_success_rate": rate, "eval_success_low": low, "eval_success_high": high}
+
+
+def _drop_shares(dropped: list[tuple[str, int, str]], trained: int) -> dict[str, float]:
+    """Share of the episodes handled since the last update that curation dropped (all reasons, zero variance)."""
+    total = len(dropped) + trained
+    zero = sum(reason == "zero_variance" for _, _, reason in dropped)
+    return {"credit/dropped_share": len(dropped) / total if total else 0.0,
+            "credit/zero_variance_share": zero / total if total else 0.0}
 
 
 # ---- sync: generate a batch, then train --------------------------------------------------------

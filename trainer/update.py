@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from agentgym.trainer.credit_diagnostics import credit_diagnostics
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.loss import LossConfig, policy_loss
@@ -51,6 +52,7 @@ class UpdateConfig:
     packed: bool = True  #: padding-free packing (else length-sorted padded rows)
     pad_id: int = 0  #: pad token of the padded layout
     seed: int = 0  #: seed of the per-epoch mini-batch shuffle
+    success_reward: float = 1.0  #: episodes at or above it count as successes (diagnostics only)
 
 
 @dataclass
@@ -67,13 +69,16 @@ class UpdateStats:
     tokens: int = 0
     action_tokens: int = 0
     seconds: float = 0.0
+    approx_kl_old: float = 0.0  #: k3 estimate of KL(pi_old || pi) over the update's tokens (drift per update)
     critic: dict[str, float] = field(default_factory=dict)
     credit_model: dict[str, float] = field(default_factory=dict)
+    credit: dict[str, float] = field(default_factory=dict)  #: `credit_diagnostics` of the batch
 
     def flat(self) -> dict[str, float]:
-        out = {k: float(v) for k, v in self.__dict__.items() if k not in ("critic", "credit_model")}
+        out = {k: float(v) for k, v in self.__dict__.items() if k not in ("critic", "credit_model", "credit")}
         out.update({f"critic_{k}": v for k, v in self.critic.items()})
         out.update(self.credit_model)
+        out.update({f"credit/{k}": v for k, v in self.credit.items()})
         return out
 
 
@@ -105,6 +110,9 @@ class PolicyUpdater:
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
         stats.advantage_abs_mean = _abs_mean([a for s in samples for a, m in zip(s.advantages, s.loss_mask, strict=True) if m])
+        stats.credit = credit_diagnostics(self.last_credit, [sum(t.loss_mask) if t.loss_mask is not None
+                                                             else len(t.action_ids) for e in batch.episodes
+                                                             for t in e.turns], self.cfg.success_reward)
         if self.critic is not None:
             packed = [self._collate(g) for g in self._groups(samples)]
             stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
@@ -151,6 +159,7 @@ class PolicyUpdater:
         ordered = [s for g in groups for s in g]
         tensors = _per_sample(groups, batches, lp_old, lp_ref or None)
         logs: list[tuple[float, Any]] = []
+        self._drift: list[tuple[float, float]] = []
         for _ in range(self.cfg.ppo_epochs):  # a fresh sample order, and so fresh mini-batches, every epoch
             order = torch.randperm(len(ordered), generator=self._rng).tolist()
             per_mini = max(1, -(-len(order) // self.cfg.mini_batches))
@@ -161,6 +170,7 @@ class PolicyUpdater:
         total = sum(w for w, _ in logs) or 1.0
         for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean"):
             setattr(stats, name, sum(w * getattr(o, name) for w, o in logs) / total)
+        stats.approx_kl_old = sum(k for _, k in self._drift) / (sum(n for n, _ in self._drift) or 1.0)
 
     def _lay_out(self, samples: list[Sample], tensors: list[_SampleTensors]):
         """Micro-batches of one mini-batch, with the loss mask and log-probs fixed before the epochs."""
@@ -218,6 +228,10 @@ class PolicyUpdater:
                 scale = float(b.loss_mask.sum()) / n_tokens
             (res.loss * scale).backward()
             logs.append((max(res.num_tokens, 0), res))
+            with torch.no_grad():  # k3 estimate of KL(pi_old || pi) on the trained tokens: drift within the update
+                log_ratio = (out.logprobs - lp_old[i]).float()
+                k3 = (log_ratio.exp() - 1 - log_ratio) * b.loss_mask
+                self._drift.append((float(b.loss_mask.sum()), float(k3.sum())))
         norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.cfg.max_grad_norm)
         stats.grad_norm = float(norm)
         self.optimizer.step()

@@ -108,3 +108,18 @@ def test_mini_batches_are_reshuffled_every_epoch(tmp_path, monkeypatch, layout):
     epochs = [seen[i:i + 2] for i in range(0, 6, 2)]
     assert all(sorted(a + b) == sorted(epochs[0][0] + epochs[0][1]) for a, b in epochs)  # each epoch sees all
     assert len({tuple(e[0]) for e in epochs}) > 1  # ... in a different split
+
+
+def test_credit_diagnostics_are_logged_per_update(tmp_path):
+    cfg, _ = run(tmp_path, name="diag", estimator="gigpo", updates=1, drop_zero_variance=False)
+    (row,) = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    for key in ("adv_mean", "adv_std", "adv_abs_max", "adv_token_mean", "episode_abs_max", "step_abs_max",
+                "step_singleton_frac", "invalid_frac", "dropped_share", "zero_variance_share"):
+        assert f"credit/{key}" in row, key
+    assert 0.0 <= row["credit/step_singleton_frac"] <= 1.0 and row["approx_kl_old"] >= 0.0
+    from fastapi.testclient import TestClient
+
+    from agentgym.viewer.app import create_app
+
+    html = TestClient(create_app(TrajectoryStore(cfg.store_url))).get("/runs/diag").text
+    assert "Credit assignment diagnostics" in html and "credit/step_singleton_frac" in html

@@ -1,0 +1,62 @@
+"""Per-update diagnostics of credit assignment: what the advantages looked like and where they came from.
+
+Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's run page draws them):
+
+    adv_mean, adv_std, adv_abs_max           the per-turn advantages of the batch
+    adv_token_mean                           the advantage per trained token (what a token-mean loss sees:
+                                             long episodes count once per token, not once per episode)
+    episode_{mean,std,abs_max}               the episode-level part (the whole advantage for trajectory-level
+                                             estimators: grpo, rloo, dr_grpo)
+    step_{mean,std,abs_max}                  the step-level part (gigpo, oprl), before omega/alpha
+    step_singleton_frac                      share of turns alone in their step group (no step signal)
+    step_group_size_mean                     mean turns per step group, seen from a turn
+    invalid_frac                             share of turns whose action was invalid
+    turns_per_episode                        mean episode length of the batch
+    failed_episode_share, failed_token_share the share of episodes that failed, and of trained tokens in them
+                                             (a token share far above the episode share: long failures dominate)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from agentgym.credit import CreditResult
+
+TRAJECTORY_LEVEL = ("grpo", "dr_grpo", "rloo")
+
+
+def _moments(prefix: str, values: np.ndarray | None) -> dict[str, float]:
+    if values is None or not len(values):
+        return {}
+    return {f"{prefix}_mean": float(values.mean()), f"{prefix}_std": float(values.std()),
+            f"{prefix}_abs_max": float(np.abs(values).max())}
+
+
+def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], success_reward: float) -> dict[str, float]:
+    """Scalars (without the `credit/` prefix) from one update's `CreditResult`.
+
+    `action_tokens` [T] holds the trained action tokens of each turn, in the result's flat turn order.
+    """
+    batch = result.batch
+    adv = np.asarray(result.advantages, dtype=np.float64)
+    tokens = np.asarray(action_tokens, dtype=np.float64)
+    out = _moments("adv", adv)
+    out["adv_token_mean"] = float((adv * tokens).sum() / tokens.sum()) if tokens.sum() else 0.0
+    episode = result.episode_part
+    if episode is None and result.estimator in TRAJECTORY_LEVEL:
+        episode = adv
+    out.update(_moments("episode", episode))
+    out.update(_moments("step", result.step_part))
+    if result.step_group is not None and len(result.step_group):
+        sizes = np.bincount(result.step_group)[result.step_group]
+        out["step_singleton_frac"] = float((sizes == 1).mean())
+        out["step_group_size_mean"] = float(sizes.mean())
+    out["invalid_frac"] = float((~batch.valid).mean()) if batch.n_turns else 0.0
+    out["turns_per_episode"] = float(batch.lengths.mean()) if batch.n_episodes else 0.0
+    if batch.n_episodes and tokens.sum():
+        failed = batch.outcome < success_reward
+        out["failed_episode_share"] = float(failed.mean())
+        out["failed_token_share"] = float(tokens[np.repeat(failed, batch.lengths)].sum() / tokens.sum())
+    return out
