@@ -13,7 +13,7 @@ from agentgym.errors import ConfigError
 from agentgym.store import TrajectoryStore, turn_credit_table, turns_table
 
 TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=4, chat_tools=False, torch_threads=1,
-           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=3, tensorboard=False, plot=False,
+           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=4, tensorboard=False, plot=False,
            train_tasks=20, checkpoint_every=0)
 
 

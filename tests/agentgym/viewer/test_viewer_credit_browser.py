@@ -27,7 +27,7 @@ def trained_store(tmp_path_factory):
     out = tmp_path_factory.mktemp("gigpo-run")
     cfg = load_train_config(None, dict(
         name="gigpo-view", output_dir=str(out), env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=8,
-        chat_tools=False, torch_threads=1, groups_per_batch=4, group_size=4, concurrency=16, max_new_tokens=3,
+        chat_tools=False, torch_threads=1, groups_per_batch=4, group_size=4, concurrency=16, max_new_tokens=4,
         estimator="gigpo", updates=2, sft_steps=30, sft_episodes=8, train_tasks=20, checkpoint_every=0,
         tensorboard=False, plot=False))
     train(cfg)
