@@ -124,7 +124,8 @@ def create_app(store: TrajectoryStore) -> Any:
     @app.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
         runs, configs, envs, total = overview.get()
-        return page("index.html", runs=runs, configs=configs, envs=envs, total=total)
+        evals = [(rid, c["config"]) for rid, c in configs.items() if (c.get("config") or {}).get("kind") == "eval"]
+        return page("index.html", runs=runs, configs=configs, envs=envs, total=total, evals=evals)
 
     @app.get("/runs/{run_id:path}", response_class=HTMLResponse)
     def run_page(run_id: str) -> HTMLResponse:
@@ -143,6 +144,23 @@ def create_app(store: TrajectoryStore) -> Any:
                     charts=[charts.line_chart(s) for s in series if not s.name.startswith("credit/")],
                     credit_charts=[charts.line_chart(s) for s in series if s.name.startswith("credit/")],
                     version_charts=[charts.line_chart(s) for s in version_series] if len(versions) > 1 else [])
+
+    # ---- evals ---------------------------------------------------------------
+    @app.get("/evals/compare", response_class=HTMLResponse)
+    def eval_compare(a: str, b: str) -> HTMLResponse:
+        from agentgym.eval import compare_runs
+
+        return page("eval_compare.html", c=compare_runs(store, a, b))
+
+    @app.get("/evals/{run_id:path}", response_class=HTMLResponse)
+    def eval_page(run_id: str) -> HTMLResponse:
+        from agentgym.eval import load_plan, score_run
+
+        plan = load_plan(store, run_id)
+        config = queries.run_config(store, run_id) or {}
+        others = [r for r in queries.eval_run_ids(store) if r != run_id]
+        return page("eval.html", run_id=run_id, plan=plan, summaries=score_run(store, plan, run_id),
+                    record=config.get("policy_record") or {}, config=config, others=others)
 
     @app.get("/tasks", response_class=HTMLResponse)
     def tasks(request: Request) -> HTMLResponse:

@@ -208,6 +208,11 @@ def turn_actions(store: TrajectoryStore, episode_ids: list[str]) -> dict[str, li
     return out
 
 
+def eval_run_ids(store: TrajectoryStore) -> list[str]:
+    """Ids of the eval runs (``kind: eval`` in their config), oldest first."""
+    return [r["id"] for r in store.runs() if (r.get("config") or {}).get("kind") == "eval"]
+
+
 def run_config(store: TrajectoryStore, run_id: str) -> dict[str, Any] | None:
     """The config a run logged (None when the run only appears in episodes)."""
     with store.engine.connect() as conn:
