@@ -31,3 +31,9 @@ def register_builtin_envs() -> None:
         "agentgym.envs.code.env:CodeEnv",
         description="Write, run, test and submit Python in a Docker sandbox; reward = fraction of hidden tests passed.",
     )
+    register(
+        "Browser-v0",
+        "agentgym.envs.browser.env:BrowserEnv",
+        description="Web tasks in headless Chromium (local shop/forms/mail sites, MiniWoB++): page tree with bids, "
+                    "click/fill/select actions; needs agentgym[browser] and Debian's chromium.",
+    )

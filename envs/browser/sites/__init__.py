@@ -1,0 +1,8 @@
+"""The local task sites of Browser-v0, by name."""
+
+from __future__ import annotations
+
+from agentgym.envs.browser.sites.base import Site
+from agentgym.envs.browser.sites.shop import ShopSite
+
+SITES: dict[str, type[Site]] = {ShopSite.name: ShopSite}
