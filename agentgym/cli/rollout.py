@@ -210,7 +210,8 @@ def _branch(store: str, request: BranchRequest, k: int, options: PolicyOptions) 
     console.print(f"replayed turns 0..{request.from_turn - 1} of {parent.id} (observations match), then "
                   f"{request.policy} played {k} continuation{'s' if k != 1 else ''}", highlight=False)
     table = Table(title=f"branches of {parent.id} at turn {request.from_turn} (parent reward {parent.total_reward:g})")
-    for col in ("child episode", "status", "reward", "turns", "differs from parent at"):
+    table.add_column("child episode", no_wrap=True, min_width=32)  # ids are for copying: never cut
+    for col in ("status", "reward", "turns", "differs from parent at"):
         table.add_column(col)
     for child in children:
         divergence = next((t.index for t, p in zip(child.turns, parent.turns, strict=False)
