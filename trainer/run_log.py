@@ -15,19 +15,19 @@ from rich.table import Table
 #: columns of the live table: (metric key, header, format)
 COLUMNS = (("update", "update", "{:.0f}"), ("episodes", "episodes", "{:.0f}"), ("success_rate", "success", "{:.2f}"),
            ("reward_mean", "reward", "{:.2f}"), ("tokens_per_s", "tok/s", "{:.0f}"),
-           ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "held-out", "{:.2f}"),
+           ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "eval", "{:.2f}"),
            ("entropy", "entropy", "{:.2f}"), ("elapsed_s", "time", "{:.0f}s"))
 
 
 def _cell(row: dict[str, float], key: str, fmt: str) -> str:
-    """One table cell; held-out success carries its 95% interval ("0.62 ±0.12") so noise is not read as progress."""
+    """One table cell; held-out success carries its 95% interval ("0.62±0.12") so noise is not read as progress."""
     value = row.get(key)
     if value is None or not math.isfinite(value):
         return "-"
     text = fmt.format(value)
     low, high = row.get("eval_success_low"), row.get("eval_success_high")
     if key == "eval_success_rate" and low is not None and high is not None and math.isfinite(low):
-        text += f" ±{(high - low) / 2:.2f}"
+        text += f"±{(high - low) / 2:.2f}"
     return text
 
 
