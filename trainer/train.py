@@ -174,6 +174,7 @@ class Progress:
             "success_rate": tally.successes / tally.episodes if tally.episodes else float("nan"),
             "reward_mean": tally.reward_sum / tally.episodes if tally.episodes else float("nan"),
             "collected_episodes": tally.episodes, "batch_episodes": len(batch.episodes),
+            "capped_turns": sum(t.finish_reason == "length" for e in batch.episodes for t in e.turns),
             "batch_reward_mean": float(np.mean([e.total_reward for e in batch.episodes])),
             "staleness_mean": float(np.mean(batch.staleness)) if batch.staleness else 0.0,
             "staleness_max": float(max(batch.staleness, default=0)),

@@ -92,3 +92,13 @@ def test_demonstrations_longer_than_the_limit_are_reported(tmp_path):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "solver demonstrations need more than max_turns=5 turns" in text
+
+
+def test_generations_cut_at_max_new_tokens_are_counted(tmp_path):
+    """Counter-v0 has no valid_actions(), so nothing refuses max_new_tokens=1; the cut turns are counted."""
+    result = CliRunner().invoke(app, ["train", str(ROOT / "configs/grpo.yaml"), "--env",
+                                      "tests.helpers.counter_env:Counter-v0", *SMALL, "--set", "max_new_tokens=1",
+                                      "--set", "sft_steps=0", "--set", "eval_tasks=0", "--set", f"output_dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert rows and rows[-1]["capped_turns"] > 0
