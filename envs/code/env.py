@@ -236,12 +236,29 @@ class CodeEnv(AgentEnv):
             return error_observation("run needs a non-empty shell command without NUL characters")
         limit = self.run_timeout_s if not isinstance(timeout, int | float) or timeout <= 0 else \
             min(float(timeout), self.run_timeout_s)
+        note = ""
         result = self._live().exec(command, timeout=limit)
+        if _out_of_processes(result):  # e.g. a fork bomb an earlier command left running: clear it, try again
+            self._kill_leftovers()
+            note = "[the sandbox had no free process slots; every process left in it was killed first]\n"
+            result = self._live().exec(command, timeout=limit)
         if result.sandbox_died:
             raise _SandboxBroke(result.error or "the sandbox died")
         info.setdefault("runs", []).append({"command": command[:500], "exit_code": result.exit_code,
                                             "timed_out": result.timed_out, "truncated": result.truncated})
-        return render_exec(command, result, self.max_obs_chars)
+        text = note + render_exec(command, result, self.max_obs_chars)
+        if result.timed_out:
+            self._kill_leftovers()
+            text += "\n[every process left in the sandbox was killed]"
+        return text
+
+    def _kill_leftovers(self) -> None:
+        """Kill every process of the sandbox (a timed-out fork bomb keeps forking past the kill of its group)."""
+        sandbox = self._live()
+        try:
+            sandbox.restore(sandbox.snapshot())  # restore kills all other processes first; the files stay
+        except SandboxError as exc:
+            raise _SandboxBroke(f"the sandbox could not be cleaned up after a runaway command: {exc}") from exc
 
     def _run_tests(self, info: dict[str, Any]) -> str:
         task, sandbox = self.task, self._live()
@@ -252,12 +269,19 @@ class CodeEnv(AgentEnv):
         elif not task.visible:
             return "This task has no visible tests; test your code with run(command)."
         else:
-            reports, result = run_suites(sandbox, [Suite("visible", task.visible, setup=task.setup)],
-                                         timeout_s=self.test_timeout_s, output_chars=self.max_obs_chars)
+            suites = [Suite("visible", task.visible, setup=task.setup)]
+            reports, result = run_suites(sandbox, suites, timeout_s=self.test_timeout_s,
+                                         output_chars=self.max_obs_chars)
+            if _out_of_processes(result):  # a runaway left by an earlier command: clear it, try again
+                self._kill_leftovers()
+                reports, result = run_suites(sandbox, suites, timeout_s=self.test_timeout_s,
+                                             output_chars=self.max_obs_chars)
             report = reports["visible"]
             text = render_report(report, "visible tests", self.max_obs_chars)
         if result.sandbox_died:
             raise _SandboxBroke(result.error or "the sandbox died during the visible tests")
+        if result.timed_out or any(o.status == "timeout" for o in report.outcomes):
+            self._kill_leftovers()
         info["visible_tests"] = {"passed": report.passed, "total": len(report.outcomes)}
         self._state = replace(self._state, tested=True)
         return text
@@ -395,6 +419,11 @@ class CodeEnv(AgentEnv):
     def close(self) -> None:
         self._release_sandbox()
         super().close()
+
+
+def _out_of_processes(result: Any) -> bool:
+    """The command could not even start because the sandbox's process limit is used up."""
+    return result.exit_code == 126 and "Resource temporarily unavailable" in (result.error or result.stderr)
 
 
 def _tool_call(name: str, arguments: dict[str, Any]) -> str:
