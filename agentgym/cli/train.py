@@ -56,6 +56,10 @@ def train(
     result = run_training(cfg, resume=resume, facts=facts)
     rows = result.rows
     last = rows[-1] if rows else {}
+    if result.stopped_by == "time_limit":
+        console.print(f"[yellow]warning[/]: time_limit_s={cfg.time_limit_s:g} stopped the run after {result.updates} "
+                      f"of {cfg.updates} updates; its figures are not comparable with runs that used their whole "
+                      "budget (resume with --resume, or raise time_limit_s)")
     console.print(f"[bold]done[/]: {result.updates} updates ({result.stopped_by}), policy version "
                   f"{result.policy_version}; last success {last.get('success_rate', float('nan')):.2f}; "
                   f"outputs in {cfg.run_dir}/ (metrics.jsonl, tensorboard/, curve.png, checkpoints/)")

@@ -102,3 +102,11 @@ def test_generations_cut_at_max_new_tokens_are_counted(tmp_path):
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert rows and rows[-1]["capped_turns"] > 0
+
+
+def test_a_time_limit_that_bites_is_reported(tmp_path):
+    result = CliRunner().invoke(app, ["train", str(ROOT / "configs/grpo.yaml"), "--env", WALK, *SMALL,
+                                      "--set", "updates=50", "--set", "time_limit_s=0.001", "--set", "eval_tasks=0",
+                                      "--set", f"output_dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert "not comparable" in " ".join(result.output.split())
