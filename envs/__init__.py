@@ -37,3 +37,9 @@ def register_builtin_envs() -> None:
         description="Web tasks in headless Chromium (local shop/forms/mail sites, MiniWoB++): page tree with bids, "
                     "click/fill/select actions; needs agentgym[browser] and Debian's chromium.",
     )
+    register(
+        "SRE-v0",
+        "agentgym.envs.sre.env:SreEnv",
+        description="Diagnose and repair a live system (nginx, app, Redis, SQLite, worker) in a root container; "
+        "11 fault kinds, observer/mutator tools under a policy, health-check reward.",
+    )

@@ -25,6 +25,7 @@ from agentgym.sandboxes.errors import (
 from agentgym.sandboxes.images import BASE_IMAGE
 from agentgym.sandboxes.limits import Limits
 from agentgym.sandboxes.pool import Pool
+from agentgym.sandboxes.privileges import Privileges
 from agentgym.sandboxes.result import ExecResult
 from agentgym.sandboxes.sandbox import Sandbox, Snapshot
 
@@ -36,6 +37,7 @@ __all__ = [
     "ImageNotFound",
     "Limits",
     "Pool",
+    "Privileges",
     "Sandbox",
     "SandboxClosed",
     "SandboxError",

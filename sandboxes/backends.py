@@ -7,6 +7,7 @@ from typing import Literal
 
 from agentgym.sandboxes.errors import BackendUnavailable
 from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.privileges import Privileges
 from agentgym.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger("sandboxes")
@@ -45,6 +46,7 @@ def open(  # noqa: A001 - the public name is sandboxes.open
     limits: Limits | None = None,
     network: bool = False,
     workdir: str = "/work",
+    privileges: Privileges | None = None,
 ) -> Sandbox:
     """Start a sandbox of `image` and return it once its agent answers.
 
@@ -52,6 +54,9 @@ def open(  # noqa: A001 - the public name is sandboxes.open
     otherwise; the choice is logged and kept in `Sandbox.backend`.
     `network=True` is the only way to give a sandbox a network and must be
     asked for explicitly. `workdir` becomes a size-limited tmpfs.
+    `privileges=Privileges.container_root()` runs the agent as root inside the
+    container with a few in-container capabilities (Docker backend only; see
+    `sandboxes.privileges`).
     """
     limits = Limits() if limits is None else limits
     if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/usr", "/etc", "/proc", "/dev", "/sys"):
@@ -60,7 +65,11 @@ def open(  # noqa: A001 - the public name is sandboxes.open
     if chosen == "docker":
         from agentgym.sandboxes.docker import open_docker
 
-        return open_docker(image, limits=limits, network=network, workdir=workdir)
+        return open_docker(image, limits=limits, network=network, workdir=workdir, privileges=privileges)
+    if privileges is not None and not privileges.is_default:
+        raise BackendUnavailable(f"privileges={privileges} need the Docker backend; the local (bwrap) backend "
+                                 "only runs uid 1000 without capabilities. Start a Docker engine "
+                                 "(bash scripts/docker.sh) and use backend='docker'.")
     from agentgym.sandboxes.local import open_local
 
     return open_local(image, limits=limits, network=network, workdir=workdir)

@@ -2,7 +2,8 @@
 
 Safe defaults, each of which a caller can only loosen on purpose (`network=True`):
 no network, read-only root filesystem, size-limited tmpfs workdir and /tmp
-(nosuid, nodev), uid 1000, no-new-privileges, every capability dropped, pids,
+(nosuid, nodev), uid 1000, no-new-privileges, every capability dropped (root
+sandboxes keep only `privileges.CONTAINER_ROOT_CAPABILITIES`), pids,
 memory (swap off) and CPU limits, no core dumps, no Docker socket or host path
 mounted, a tiny init as PID 1. The container's main process is the in-sandbox
 agent; exec round trips go over the attach socket instead of `docker exec`,
@@ -22,12 +23,13 @@ from agentgym.sandboxes import reaper
 from agentgym.sandboxes.channel import AGENT_SOURCE, AttachSocket, Channel, agent_command
 from agentgym.sandboxes.errors import BackendUnavailable, ImageNotFound
 from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.privileges import Privileges
 from agentgym.sandboxes.sandbox import Sandbox, agent_config
 
 if TYPE_CHECKING:
     import docker as docker_sdk
 
-SANDBOX_UID = "1000:1000"
+SANDBOX_UID = Privileges().user
 START_TIMEOUT_S = 60.0
 INSTALL_HINT = "pip install 'agentgym[docker]'"
 ENGINE_HINT = "start the engine with `bash scripts/docker.sh` (as root), or use backend='local'"
@@ -101,19 +103,22 @@ class DockerHandle:
         )
 
 
-def host_config(api: Any, limits: Limits, workdir: str, network: bool) -> dict[str, Any]:
+def host_config(api: Any, limits: Limits, workdir: str, network: bool,
+                privileges: Privileges | None = None) -> dict[str, Any]:
     """The HostConfig that carries every isolation default."""
     from docker.types import LogConfig, Ulimit
 
+    privileges = privileges or Privileges()
     size = limits.disk_bytes
     return api.create_host_config(
         network_mode="bridge" if network else "none",
         read_only=True,
         tmpfs={
-            workdir: f"size={size},uid=1000,gid=1000,mode=0755,exec,nosuid,nodev",
+            workdir: f"size={size},uid={privileges.uid},gid={privileges.gid},mode=0755,exec,nosuid,nodev",
             "/tmp": f"size={size},mode=1777,exec,nosuid,nodev",
         },
         cap_drop=["ALL"],
+        cap_add=list(privileges.capabilities) or None,
         security_opt=["no-new-privileges"],
         pids_limit=limits.pids,
         mem_limit=limits.memory_bytes,
@@ -127,10 +132,12 @@ def host_config(api: Any, limits: Limits, workdir: str, network: bool) -> dict[s
     )
 
 
-def open_docker(image: str, *, limits: Limits, network: bool, workdir: str) -> Sandbox:
+def open_docker(image: str, *, limits: Limits, network: bool, workdir: str,
+                privileges: Privileges | None = None) -> Sandbox:
     """Create, attach and start one container, and wait for its agent to say hello."""
     import docker.errors
 
+    privileges = privileges or Privileges()
     api = client().api
     writable = [workdir, "/tmp"] if workdir != "/tmp" else ["/tmp"]
     command = agent_command("python3", agent_config(workdir, limits, writable))
@@ -138,13 +145,13 @@ def open_docker(image: str, *, limits: Limits, network: bool, workdir: str) -> S
         created = api.create_container(
             image,
             command=command,
-            user=SANDBOX_UID,
+            user=privileges.user,
             working_dir=workdir,
             stdin_open=True,  # with detach=False this also sets StdinOnce: our socket closing ends stdin
             tty=False,
             use_config_proxy=False,
             labels={**reaper.owner_labels(), "agentgym.image": image},
-            host_config=host_config(api, limits, workdir, network),
+            host_config=host_config(api, limits, workdir, network, privileges),
             network_disabled=not network,
         )
     except docker.errors.ImageNotFound as exc:

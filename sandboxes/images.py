@@ -4,13 +4,17 @@ Env images live in `docker/<name>/Dockerfile`. Each is tagged
 `agentgym/<name>:<hash>` (the hash covers every file of the build context and
 the base image id) and `agentgym/<name>:latest`; a build whose hash tag already
 exists is skipped. Builds run with `network_mode="none"` and never pull.
+A directory with a `debs.txt` gets those Debian packages fetched on the host
+first (see `sandboxes.debs`); the hash covers the list, not the fetched files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,9 +86,24 @@ def build(name: str, *, force: bool = False, root: Path = DOCKER_DIR) -> BuildRe
     if not force and _image_id(docker_client, tag) is not None:
         docker_client.api.tag(tag, repo, "latest")
         return BuildResult(name, tag, cached=True)
-    _run_build(docker_client, known[name], tag)
+    if (known[name] / "debs.txt").is_file():
+        _build_with_debs(docker_client, known[name], tag)
+    else:
+        _run_build(docker_client, known[name], tag)
     docker_client.api.tag(tag, repo, "latest")
     return BuildResult(name, tag, cached=False)
+
+
+def _build_with_debs(docker_client: Any, context: Path, tag: str) -> None:
+    """Stage the context with the .debs of its debs.txt in `debs/`, then build from the staged copy."""
+    from agentgym.sandboxes import debs
+
+    with tempfile.TemporaryDirectory(prefix="agentgym-build-") as tmp:
+        staged = Path(tmp) / context.name
+        shutil.copytree(context, staged, symlinks=True)
+        status = debs.base_status(docker_client, BASE_IMAGE)
+        debs.fetch(debs.read_list(context / "debs.txt"), status, staged / "debs")
+        _run_build(docker_client, staged, tag)
 
 
 def _run_build(docker_client: Any, context: Path, tag: str) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from agentgym.sandboxes.backends import Backend, open
 from agentgym.sandboxes.errors import SandboxClosed, SandboxError
 from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.privileges import Privileges
 from agentgym.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger("sandboxes")
@@ -52,12 +53,14 @@ class Pool:
         workdir: str = "/work",
         warm: bool = True,
         start_workers: int = 4,
+        privileges: Privileges | None = None,
     ):
         if size < 1:
             raise ValueError(f"Pool size={size} must be at least 1")
         self.image, self.size = image, size
         self.limits = Limits() if limits is None else limits
         self.backend, self.network, self.workdir = backend, network, workdir
+        self.privileges = privileges
         self.stats = PoolStats()
         self._idle: queue.Queue[Sandbox] = queue.Queue()
         self._members: set[Sandbox] = set()
@@ -161,7 +164,7 @@ class Pool:
     def _start_one(self) -> Sandbox:
         try:
             sandbox = open(self.image, backend=self.backend, limits=self.limits, network=self.network,
-                           workdir=self.workdir)
+                           workdir=self.workdir, privileges=self.privileges)
         except BaseException:
             with self._lock:
                 self._starting -= 1

@@ -1,0 +1,77 @@
+"""The order-stats worker: every `interval_s` it rolls the orders table up into Redis and writes
+its heartbeat file. At log_level = debug it also dumps its whole working set to the log."""
+
+import os
+import sqlite3
+import sys
+import time
+
+sys.path.insert(0, "/opt/sre/lib")
+from conf import ini  # noqa: E402
+from resp import Redis  # noqa: E402
+
+DEBUG_DUMP_BYTES = 8 << 20
+
+
+def cycle(cfg):
+    conn = sqlite3.connect("file:%s?mode=ro" % cfg["db_path"], uri=True, timeout=2)
+    try:
+        count, newest = conn.execute("SELECT count(*), max(id) FROM orders").fetchone()
+    finally:
+        conn.close()
+    client = Redis("127.0.0.1", cfg["redis_port"], cfg.get("redis_password", ""), timeout=1.0)
+    try:
+        client.call("SET", "stats:orders", "%d %d" % (count, newest or 0))
+    finally:
+        client.close()
+    return count
+
+
+def beat(path, status):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("%s %d\n" % (status, time.time()))
+    os.replace(tmp, path)
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else "/srv/etc/worker.conf"
+    try:
+        cfg = ini(path, "worker")
+        interval = float(cfg["interval_s"])
+        heartbeat = cfg["heartbeat"]
+        cfg["db_path"], cfg["redis_port"]
+    except (OSError, KeyError, ValueError) as exc:
+        print("FATAL cannot load config %s: %s: %s" % (path, type(exc).__name__, exc), flush=True)
+        sys.exit(1)
+    if not os.path.exists(cfg["db_path"]):
+        print("FATAL database %s does not exist" % cfg["db_path"], flush=True)
+        sys.exit(1)
+    print("worker started (interval %gs, log_level %s)" % (interval, cfg.get("log_level", "info")), flush=True)
+    debug = cfg.get("log_level", "info") == "debug"
+    while True:
+        status = "ok"
+        try:
+            count = cycle(cfg)
+            if debug:
+                line = "DEBUG rollup working set: " + "orders=%d " % count * 64 + "\n"
+                sys.stdout.write(line * (DEBUG_DUMP_BYTES // len(line)))
+                sys.stdout.flush()
+        except Exception as exc:
+            status = "error %s: %s" % (type(exc).__name__, str(exc).replace("\n", " ")[:200])
+            try:
+                print("ERROR rollup failed: %s" % status[6:], flush=True)
+            except OSError:
+                pass
+        try:
+            beat(heartbeat, status)
+        except OSError as exc:
+            try:
+                print("ERROR cannot write heartbeat %s: %s" % (heartbeat, exc), flush=True)
+            except OSError:
+                pass
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    main()
