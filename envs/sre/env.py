@@ -108,7 +108,7 @@ class SreEnv(AgentEnv):
     def __init__(self, difficulties: tuple[str, ...] | list[str] = DIFFICULTIES, max_turns: int = 20,
                  max_calls_per_turn: int = 4, max_output_chars: int = 3000, max_action_chars: int = 20_000,
                  diagnosis_weight: float = 0.2, penalty: float = 0.1, max_systems: int = 64,
-                 render_mode: str | None = None):
+                 run_timeout_s: float = 20.0, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
         unknown = sorted(set(difficulties) - set(DIFFICULTIES))
         if unknown or not difficulties:
@@ -117,6 +117,8 @@ class SreEnv(AgentEnv):
         if min(max_turns, max_calls_per_turn, max_output_chars, max_action_chars, max_systems) < 1:
             raise ConfigError("max_turns, max_calls_per_turn, max_output_chars, max_action_chars and max_systems "
                               "must be >= 1")
+        if not 0 < run_timeout_s <= 300:
+            raise ConfigError(f"run_timeout_s={run_timeout_s} must be in (0, 300] seconds")
         if not 0.0 <= diagnosis_weight <= 1.0 or penalty < 0:
             raise ConfigError(f"diagnosis_weight={diagnosis_weight} must be in [0, 1] and penalty={penalty} >= 0")
         self.tasks = [t for t in shipped_tasks() if t.difficulty in difficulties]
@@ -124,6 +126,7 @@ class SreEnv(AgentEnv):
         self.max_turns, self.max_calls_per_turn = max_turns, max_calls_per_turn
         self.max_output_chars, self.max_action_chars = max_output_chars, max_action_chars
         self.diagnosis_weight, self.penalty, self.max_systems = diagnosis_weight, penalty, max_systems
+        self.run_timeout_s = run_timeout_s
         self._system: System | None = None
         self._state = SreEpisodeState()
 
@@ -149,7 +152,7 @@ class SreEnv(AgentEnv):
         inject = injection(task.faults)
         herring = HERRINGS.get(task.herring, "")
         self._system = System.start(pool, pre="\n".join(x for x in (task.setup, inject.pre) if x),
-                                    post="\n".join(x for x in (inject.post, herring) if x))
+                                    post="\n".join(x for x in (herring, inject.post) if x))
         health = self._health()
         observation = self._briefing(task, health)
         self._state = SreEpisodeState(task_id=task.id, observation=observation, health=tuple(health.vector.items()))
@@ -225,7 +228,7 @@ class SreEnv(AgentEnv):
 
     def _execute(self, name: str, arguments: dict[str, Any], record: dict[str, Any]) -> str:
         try:
-            output = tools.execute(self._system_or_fail(), name, arguments)
+            output = tools.execute(self._system_or_fail(), name, arguments, self.run_timeout_s)
         except MalformedActionError as exc:
             record.update(status="error", error=str(exc))
             return f"Error: {exc}" + (f" Hint: {exc.hint}" if exc.hint else "")

@@ -57,7 +57,7 @@ SCHEMAS = [
     _schema("edit_config", "Act: replace the one occurrence of `find` with `replace` in a file under /srv/etc.",
             {"path": _str("e.g. /srv/etc/app.conf"), "find": _str("exact text, must occur once"),
              "replace": _str("the new text")}, ("path", "find", "replace")),
-    _schema("run", "Act: run a shell command as root inside the system (20 s limit).",
+    _schema("run", "Act: run a shell command as root inside the system (time-limited, 20 s by default).",
             {"command": _str("a shell command")}, ("command",)),
     _schema("diagnose", "Answer: name a root cause (optional, scored; once per fault).",
             {"kind": _str("the fault kind", tuple(KINDS)), "component": _str("where", COMPONENTS)},
@@ -135,12 +135,12 @@ COMMANDS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 }
 
 
-def execute(system: System, name: str, arguments: dict[str, Any]) -> ToolOutput:
+def execute(system: System, name: str, arguments: dict[str, Any], run_timeout_s: float = RUN_TIMEOUT_S) -> ToolOutput:
     """Run one observer or mutating tool (not diagnose/submit); SystemDied propagates."""
     if name == "edit_config":
         return _edit_config(system, arguments)
     argv = COMMANDS[name](arguments)
-    timeout = RUN_TIMEOUT_S if name in ("run", "restart") else OBSERVE_TIMEOUT_S
+    timeout = {"run": run_timeout_s, "restart": RUN_TIMEOUT_S}.get(name, OBSERVE_TIMEOUT_S)
     result = system.exec(argv, timeout=timeout)
     text = result.stdout + (("\n" if result.stdout else "") + result.stderr if result.stderr.strip() else "")
     if name == "ps":

@@ -15,12 +15,13 @@ CREATE TABLE order_items (id INTEGER PRIMARY KEY, order_id INTEGER NOT NULL, sku
 CREATE TABLE health_probe (id INTEGER PRIMARY KEY, payload BLOB);
 """)
 conn.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)",
-                 [(i, "customer%d@example.com" % i, "Customer %d" % i, rng.randrange(1, 900)) for i in range(1, 5001)])
+                 [(i, f"customer{i}@example.com", f"Customer {i}", rng.randrange(1, 900))
+                  for i in range(1, 5001)])
 conn.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)",
-                 [(i, rng.randrange(1, 5001), rng.randrange(500, 50000), rng.choice(["paid", "shipped", "refunded"]),
-                   rng.randrange(1, 900)) for i in range(1, 30001)])
+                 [(i, rng.randrange(1, 5001), rng.randrange(500, 50000),
+                   rng.choice(["paid", "shipped", "refunded"]), rng.randrange(1, 900)) for i in range(1, 30001)])
 conn.executemany("INSERT INTO order_items VALUES (?, ?, ?, ?, ?)",
-                 [(i, rng.randrange(1, 30001), "SKU-%04d" % rng.randrange(1, 2000), rng.randrange(1, 5),
+                 [(i, rng.randrange(1, 30001), f"SKU-{rng.randrange(1, 2000):04d}", rng.randrange(1, 5),
                    rng.randrange(100, 9000)) for i in range(1, 60001)])
 conn.executescript("""
 CREATE INDEX idx_orders_customer ON orders (customer_id);

@@ -9,7 +9,7 @@ def ini(path, section):
     with open(path) as f:
         parser.read_file(f)
     if not parser.has_section(section):
-        raise KeyError("%s has no [%s] section" % (path, section))
+        raise KeyError(f"{path} has no [{section}] section")
     return dict(parser.items(section))
 
 

@@ -53,7 +53,7 @@ class Redis:
             return data.decode()
         if kind == b"*":
             return [self._reply() for _ in range(int(rest))]
-        raise RedisError("unexpected reply %r" % line[:40])
+        raise RedisError(f"unexpected reply {line[:40]!r}")
 
     def close(self):
         try:

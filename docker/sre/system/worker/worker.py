@@ -14,14 +14,14 @@ DEBUG_DUMP_BYTES = 8 << 20
 
 
 def cycle(cfg):
-    conn = sqlite3.connect("file:%s?mode=ro" % cfg["db_path"], uri=True, timeout=2)
+    conn = sqlite3.connect("file:{}?mode=ro".format(cfg["db_path"]), uri=True, timeout=2)
     try:
         count, newest = conn.execute("SELECT count(*), max(id) FROM orders").fetchone()
     finally:
         conn.close()
     client = Redis("127.0.0.1", cfg["redis_port"], cfg.get("redis_password", ""), timeout=1.0)
     try:
-        client.call("SET", "stats:orders", "%d %d" % (count, newest or 0))
+        client.call("SET", "stats:orders", f"{count} {newest or 0}")
     finally:
         client.close()
     return count
@@ -30,7 +30,7 @@ def cycle(cfg):
 def beat(path, status):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.write("%s %d\n" % (status, time.time()))
+        f.write(f"{status} {int(time.time())}\n")
     os.replace(tmp, path)
 
 
@@ -42,32 +42,33 @@ def main():
         heartbeat = cfg["heartbeat"]
         cfg["db_path"], cfg["redis_port"]
     except (OSError, KeyError, ValueError) as exc:
-        print("FATAL cannot load config %s: %s: %s" % (path, type(exc).__name__, exc), flush=True)
+        print(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}", flush=True)
         sys.exit(1)
     if not os.path.exists(cfg["db_path"]):
-        print("FATAL database %s does not exist" % cfg["db_path"], flush=True)
+        print("FATAL database {} does not exist".format(cfg["db_path"]), flush=True)
         sys.exit(1)
-    print("worker started (interval %gs, log_level %s)" % (interval, cfg.get("log_level", "info")), flush=True)
+    level = cfg.get("log_level", "info")
+    print(f"worker started (interval {interval:g}s, log_level {level})", flush=True)
     debug = cfg.get("log_level", "info") == "debug"
     while True:
         status = "ok"
         try:
             count = cycle(cfg)
             if debug:
-                line = "DEBUG rollup working set: " + "orders=%d " % count * 64 + "\n"
+                line = "DEBUG rollup working set: " + f"orders={count} " * 64 + "\n"
                 sys.stdout.write(line * (DEBUG_DUMP_BYTES // len(line)))
                 sys.stdout.flush()
         except Exception as exc:
-            status = "error %s: %s" % (type(exc).__name__, str(exc).replace("\n", " ")[:200])
+            status = "error {}: {}".format(type(exc).__name__, str(exc).replace("\n", " ")[:200])
             try:
-                print("ERROR rollup failed: %s" % status[6:], flush=True)
+                print(f"ERROR rollup failed: {status[6:]}", flush=True)
             except OSError:
                 pass
         try:
             beat(heartbeat, status)
         except OSError as exc:
             try:
-                print("ERROR cannot write heartbeat %s: %s" % (heartbeat, exc), flush=True)
+                print(f"ERROR cannot write heartbeat {heartbeat}: {exc}", flush=True)
             except OSError:
                 pass
         time.sleep(interval)

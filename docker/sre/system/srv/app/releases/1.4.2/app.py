@@ -18,8 +18,10 @@ from conf import ini  # noqa: E402
 from resp import Redis  # noqa: E402
 
 VERSION = "1.4.2"
+DEBUG_DUMP_BYTES = 2 << 20
 TOP_QUERIES = {
-    "orders_by_customer": ("SELECT count(*), coalesce(sum(total_cents), 0) FROM orders WHERE customer_id = ?", 4242),
+    "orders_by_customer": ("SELECT count(*), coalesce(sum(total_cents), 0) FROM orders WHERE customer_id = ?",
+                           4242),
     "items_by_order": ("SELECT count(*) FROM order_items WHERE order_id = ?", 777),
     "customer_by_email": ("SELECT id FROM customers WHERE email = ?", "customer4200@example.com"),
 }
@@ -31,7 +33,7 @@ class QueryBudgetExceeded(Exception):
 
 def connect(cfg, write=False):
     mode = "rw" if write else "ro"
-    conn = sqlite3.connect("file:%s?mode=%s" % (cfg["db_path"], mode), uri=True, timeout=2)
+    conn = sqlite3.connect("file:{}?mode={}".format(cfg["db_path"], mode), uri=True, timeout=2)
     budget = int(cfg.get("query_budget", "10"))
     calls = [0]
 
@@ -49,8 +51,7 @@ def run_query(cfg, sql, arg):
         return conn.execute(sql, (arg,)).fetchall()
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            raise QueryBudgetExceeded("query exceeded its budget of %s x 1000 steps (slow query): %s"
-                                      % (cfg.get("query_budget", "10"), sql)) from None
+            raise QueryBudgetExceeded("query exceeded its budget of {} x 1000 steps (slow query): {}".format(cfg.get("query_budget", "10"), sql)) from None
         raise
     finally:
         conn.close()
@@ -87,7 +88,7 @@ def health(cfg):
             check()
             results[name] = "ok"
         except Exception as exc:
-            results[name] = "fail: %s: %s" % (type(exc).__name__, exc)
+            results[name] = f"fail: {type(exc).__name__}: {exc}"
     return results
 
 
@@ -112,8 +113,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.reply(404, {"error": "not found"})
         except Exception as exc:
-            print("ERROR %s %s: %s: %s" % (self.command, self.path, type(exc).__name__, exc), flush=True)
-            self.reply(500, {"error": "%s: %s" % (type(exc).__name__, exc)})
+            print(f"ERROR {self.command} {self.path}: {type(exc).__name__}: {exc}", flush=True)
+            self.reply(500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def reply(self, code, body):
         data = (json.dumps(body) + "\n").encode()
@@ -124,8 +125,13 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, fmt, *args):
-        if self.cfg.get("log_level", "info") == "debug" or not str(args[1] if len(args) > 1 else "").startswith("2"):
-            print("%s %s" % (time.strftime("%H:%M:%S"), fmt % args), flush=True)
+        debug = self.cfg.get("log_level", "info") == "debug"
+        if debug or not str(args[1] if len(args) > 1 else "").startswith("2"):
+            print("{} {}".format(time.strftime("%H:%M:%S"), fmt % args), flush=True)
+        if debug:  # dumps the whole request context: megabytes per request
+            line = f"DEBUG request context: {self.path} headers={dict(self.headers)!r}\n"
+            sys.stdout.write(line * (DEBUG_DUMP_BYTES // len(line)))
+            sys.stdout.flush()
 
 
 def main():
@@ -136,16 +142,16 @@ def main():
         for key in ("db_path", "redis_host", "redis_port"):
             cfg[key]
     except (OSError, KeyError, ValueError) as exc:
-        print("FATAL cannot load config %s: %s: %s" % (path, type(exc).__name__, exc), flush=True)
+        print(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}", flush=True)
         sys.exit(1)
     Handler.cfg = cfg
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as exc:
-        print("FATAL cannot listen on 127.0.0.1:%d: %s" % (port, exc), flush=True)
+        print(f"FATAL cannot listen on 127.0.0.1:{port}: {exc}", flush=True)
         sys.exit(1)
     server.daemon_threads = True
-    print("shop-api %s listening on 127.0.0.1:%d" % (VERSION, port), flush=True)
+    print(f"shop-api {VERSION} listening on 127.0.0.1:{port}", flush=True)
     server.serve_forever()
 
 
