@@ -25,11 +25,9 @@ from agentgym.collector import Collector
 from agentgym.collector.branching import BranchError as RestoreError
 from agentgym.errors import ConfigError
 from agentgym.policy.loading import OpenedPolicy
-from agentgym.registration import make, registry
+from agentgym.registration import make, registry, resolve_turn_limit
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode
-
-DEFAULT_MAX_TURNS = 30
 
 
 async def branch_with_policy(store: TrajectoryStore, request: BranchRequest, opened: OpenedPolicy,
@@ -62,8 +60,5 @@ async def branch_with_policy(store: TrajectoryStore, request: BranchRequest, ope
 
 def _turn_limit(parent: Episode, request: BranchRequest) -> int:
     recorded = parent.metadata.get("max_turns")
-    if request.max_turns:
-        return request.max_turns
-    if isinstance(recorded, int):
-        return recorded
-    return registry[parent.env_id].max_turns or DEFAULT_MAX_TURNS
+    return resolve_turn_limit(request.max_turns, recorded if isinstance(recorded, int) else None,
+                      registry[parent.env_id].max_turns)

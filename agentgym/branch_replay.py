@@ -24,12 +24,10 @@ from typing import Any
 
 from agentgym.errors import AgentGymError
 from agentgym.policy.simple import resolve_policy
-from agentgym.registration import make, registry
+from agentgym.registration import make, resolve_turn_limit, turn_limit
 from agentgym.rollout import continue_episode
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, new_id
-
-DEFAULT_MAX_TURNS = 30
 
 
 class BranchError(AgentGymError):
@@ -133,8 +131,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def _turn_limit(env_id: str, env: Any) -> int:
-    spec_limit = registry[env_id].max_turns
-    return spec_limit or getattr(env.unwrapped, "max_turns", None) or DEFAULT_MAX_TURNS
+    return resolve_turn_limit(turn_limit(env_id, env))
 
 
 def _child_of(parent: Episode, request: BranchRequest) -> Episode:

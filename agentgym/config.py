@@ -16,9 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentgym.errors import ConfigError
+from agentgym.loss_options import Aggregation, ISMode, KLKind, check_loss_options
 
-#: the built-in estimators (the config accepts any name in `agentgym.credit.ESTIMATORS`, or 'module:name')
-ESTIMATOR_NAMES = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 #: Locally built CPU models: name -> (hidden size, layers, MLP width).
 MODEL_PRESETS: dict[str, tuple[int, int, int]] = {"tiny": (64, 2, 128), "small": (128, 4, 512)}
 #: The keys that describe the env; an override of `env` drops the config file's values of ENV_BOUND_KEYS.
@@ -146,16 +145,15 @@ class TrainConfig(BaseModel):
     """PPO clip eps_hi ("clip higher"; equal to clip_low for symmetric PPO)."""
     dual_clip: float | None = None
     """Dual clip c > 1 for negative advantages (None: off)."""
-    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                         "seq-mean-token-sum-norm"] = "token-mean"
+    aggregation: Aggregation = "token-mean"
     """Loss aggregation (ALGORITHMS.md section 8)."""
-    kl: Literal["off", "k1", "k2", "k3"] = "off"
+    kl: KLKind = "off"
     """KL estimator to the frozen reference model, added to the loss (off: no reference model is built)."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the KL term."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
-    importance: Literal["off", "tis", "icepop", "mask"] = "tis"
+    importance: ISMode = "tis"
     """Behavior-vs-proximal correction for stale or mismatched tokens (ALGORITHMS.md section 7)."""
     is_cap: float = Field(2.0, gt=0)
     """Cap C of the importance weight."""
@@ -240,12 +238,11 @@ class TrainConfig(BaseModel):
     @model_validator(mode="after")
     def _rules(self) -> TrainConfig:
         _check_estimator(self.estimator, self.estimator_params)
-        if self.dual_clip is not None and self.dual_clip <= 1:
-            raise ValueError(f"dual_clip must be > 1 (verl uses 3.0), got {self.dual_clip}; or null to turn it off")
+        check_loss_options(clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip,
+                           aggregation=self.aggregation, kl=self.kl, importance=self.importance,
+                           is_low=self.is_low, is_cap=self.is_cap)
         if self.kl != "off" and self.kl_coef == 0:
             raise ValueError(f"kl is '{self.kl}' but kl_coef is 0: set kl_coef > 0 (e.g. 0.01) or kl: off")
-        if self.is_cap <= self.is_low:
-            raise ValueError(f"is_cap ({self.is_cap}) must be above is_low ({self.is_low})")
         if self.backend == "openai" and not self.backend_url:
             raise ValueError("backend 'openai' needs backend_url (e.g. http://127.0.0.1:8000/v1)")
         if self.mini_batches > self.groups_per_batch * self.group_size:

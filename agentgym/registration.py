@@ -29,6 +29,7 @@ from agentgym.errors import ConfigError, RegistrationError, UnknownEnvError
 
 ENTRY_POINT_GROUP = "agentgym.envs"
 GYMNASIUM_NAMESPACE = "agentgym"
+DEFAULT_MAX_TURNS = 30  #: turn limit of an episode when neither the caller, the spec nor the env sets one
 _ID_RE = re.compile(r"^(?:(?P<ns>[\w.-]+)/)?(?P<name>[\w.:-]+?)-v(?P<version>\d+)$")
 
 
@@ -229,6 +230,15 @@ def make(id: str, **kwargs: Any) -> Any:
         return spec.make(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"cannot make '{spec.id}' with arguments {kwargs}: {exc}") from exc
+
+
+def resolve_turn_limit(*limits: int | None) -> int:
+    """The first limit that is set, in order of precedence (caller, spec, env), else `DEFAULT_MAX_TURNS`.
+
+    Every place that decides how many turns an episode may take (collector, `agentgym rollout`,
+    branching, eval) resolves it here, so they agree; `turn_limit` gives the env's own.
+    """
+    return next((int(n) for n in limits if n), DEFAULT_MAX_TURNS)
 
 
 def spec(id: str) -> EnvSpec:

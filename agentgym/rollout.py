@@ -15,6 +15,7 @@ from typing import Any
 from agentgym.core import AgentEnv, Message
 from agentgym.errors import ConfigError, EnvInfraError
 from agentgym.policy.simple import ActionFn
+from agentgym.registration import DEFAULT_MAX_TURNS
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
 
 
@@ -40,7 +41,7 @@ def run_episode(
     env_id: str = "",
     task_id: str | None = None,
     seed: int | None = None,
-    max_turns: int = 30,
+    max_turns: int = DEFAULT_MAX_TURNS,
     run_id: str = "",
     group_id: str = "",
 ) -> Episode:

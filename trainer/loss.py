@@ -20,17 +20,18 @@ gradient) and ``lp_ref`` (frozen reference, KL only).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
-Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-KLKind = Literal["off", "k1", "k2", "k3"]
-ISMode = Literal["off", "tis", "icepop", "mask"]
-
-AGGREGATIONS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-KL_KINDS: tuple[str, ...] = ("off", "k1", "k2", "k3")
-IS_MODES: tuple[str, ...] = ("off", "tis", "icepop", "mask")
+from agentgym.loss_options import (
+    AGGREGATIONS,
+    IS_MODES,
+    KL_KINDS,
+    Aggregation,
+    ISMode,
+    KLKind,
+    check_loss_options,
+)
 
 
 @dataclass(frozen=True)
@@ -50,18 +51,9 @@ class LossConfig:
     is_cap: float = 2.0  #: C: upper bound of the IS weight (tis: clamp; icepop/mask: drop above)
 
     def __post_init__(self) -> None:
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation {self.aggregation!r} is not one of {AGGREGATIONS}")
-        if self.kl not in KL_KINDS:
-            raise ValueError(f"kl {self.kl!r} is not one of {KL_KINDS}")
-        if self.importance not in IS_MODES:
-            raise ValueError(f"importance {self.importance!r} is not one of {IS_MODES}")
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1 (verl uses 3.0), got {self.dual_clip}")
-        if not (0.0 <= self.clip_low < 1.0 and self.clip_high >= 0.0):
-            raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
-        if self.is_cap <= self.is_low:
-            raise ValueError(f"is_cap ({self.is_cap}) must be above is_low ({self.is_low})")
+        check_loss_options(clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip,
+                           aggregation=self.aggregation, kl=self.kl, importance=self.importance,
+                           is_low=self.is_low, is_cap=self.is_cap)
 
 
 @dataclass

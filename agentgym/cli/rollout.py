@@ -29,7 +29,7 @@ from agentgym.collector import Collector, Task
 from agentgym.policy.checkpoints import RunProfile
 from agentgym.policy.loading import PolicyOptions, open_policy
 from agentgym.policy.spec import PolicySpec, parse_policy
-from agentgym.registration import make, registry
+from agentgym.registration import make, registry, resolve_turn_limit, turn_limit
 from agentgym.replay import replay as replay_episode
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, new_id
@@ -131,8 +131,7 @@ def env_defaults(env_id: str, kwargs: dict, max_turns: int | None,
         kwargs = dict(profile.env_kwargs)
     probe = make(env_id, **kwargs)
     try:
-        limit = (max_turns or (profile.max_turns if same_env else None) or registry[env_id].max_turns
-                 or getattr(probe.unwrapped, "max_turns", None) or 30)
+        limit = resolve_turn_limit(max_turns, profile.max_turns if same_env else None, turn_limit(env_id, probe))
         task_ids = list(probe.unwrapped.task_ids()) if hasattr(probe.unwrapped, "task_ids") else []
     finally:
         probe.close()

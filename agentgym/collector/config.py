@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from agentgym.collector.turns import FixedTurns, TurnControl
 from agentgym.errors import ConfigError
 from agentgym.policy.base import SamplingParams
+from agentgym.registration import resolve_turn_limit
 from agentgym.trajectory import Episode
 
 
@@ -24,7 +25,7 @@ class CollectorConfig:
 
     sampling: SamplingParams = field(default_factory=SamplingParams)  #: how each turn is sampled
     turn_control: TurnControl | None = None  #: turn budget; None: FixedTurns(max_turns)
-    max_turns: int | None = None  #: fixed turn limit when turn_control is None (None: the env's, else 30)
+    max_turns: int | None = None  #: fixed turn limit when turn_control is None (None: the env's, else `DEFAULT_MAX_TURNS`)
     concurrency: int = 64  #: episodes in flight at once
     turn_timeout_s: float | None = 60.0  #: limit on one env call (reset, step, snapshot), our timeout
     generate_timeout_s: float | None = 600.0  #: limit on one policy call, our timeout
@@ -51,7 +52,7 @@ class CollectorConfig:
         """The turn control in force (derived from `turn_control`, `max_turns` and the env's default)."""
         if self.turn_control is not None:
             return self.turn_control
-        return FixedTurns(self.max_turns or env_default or 30)
+        return FixedTurns(resolve_turn_limit(self.max_turns, env_default))
 
 
 @dataclass

@@ -25,9 +25,7 @@ import yaml
 from agentgym import splits
 from agentgym.errors import ConfigError
 from agentgym.policy.checkpoints import RunProfile
-from agentgym.registration import make, registry
-
-DEFAULT_MAX_TURNS = 30
+from agentgym.registration import make, registry, resolve_turn_limit, turn_limit
 
 
 @dataclass
@@ -129,8 +127,8 @@ def resolve_env(entry: EnvEntry, selection: str, profile: RunProfile | None, max
         raise ConfigError(f"{spec.id}: bad env kwargs {kwargs}: {exc}") from None
     try:
         inner = env.unwrapped
-        limit = (entry.max_turns or max_turns or (profile.max_turns if same_env else None) or spec.max_turns
-                 or getattr(inner, "max_turns", None) or DEFAULT_MAX_TURNS)
+        limit = resolve_turn_limit(entry.max_turns, max_turns, profile.max_turns if same_env else None,
+                                   turn_limit(spec.id, env))
         task_ids = _select(spec.id, inner, entry.tasks or selection, profile if same_env else None)
     finally:
         env.close()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.config import ESTIMATOR_NAMES, TrainConfig, config_help, load_train_config
+from agentgym.config import TrainConfig, config_help, load_train_config
+from agentgym.credit import ESTIMATORS
 from agentgym.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -56,4 +57,4 @@ def test_shipped_configs_load_and_open_with_their_command():
         first = f.read_text().splitlines()[0]
         assert first.startswith("# agentgym train configs/") and f.name in first, f
         seen.add(load_train_config(f).estimator)
-    assert set(ESTIMATOR_NAMES) - {"dr_grpo"} <= seen
+    assert set(ESTIMATORS) - {"dr_grpo"} <= seen
