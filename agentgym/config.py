@@ -61,7 +61,7 @@ class TrainConfig(BaseModel):
 
     # ---- model -----------------------------------------------------------------------------
     model: str = "tiny"
-    """'tiny' or 'small' (CPU presets built locally by `agentgym.models`: 64 hidden x 2 layers, 0.1M
+    """'tiny' or 'small' (CPU presets built locally by `agentgym.policy.models`: 64 hidden x 2 layers, 0.1M
     parameters; 128 x 4, 1.05M), a local model directory or a hub name (`load_model`)."""
     tiny_hidden_size: int | None = Field(None, ge=8)
     """tiny/small presets only: hidden size (None: the preset's)."""

@@ -80,8 +80,8 @@ async def overhead(episodes: int = 200, turns: int = 50) -> float:
 
 async def prefill(reuse: bool, episodes: int = 8, turns: int = 6) -> tuple[float, int, int]:
     """(ideal / encoded, ideal, encoded) for the hf backend on Maze-v0."""
-    from agentgym.models import tiny_model_dir
     from agentgym.policy.hf import HFBackend
+    from agentgym.policy.models import tiny_model_dir
 
     backend = HFBackend.from_pretrained(tiny_model_dir(), reuse_cache=reuse)
     collector = Collector("Maze-v0", backend, progress=False, max_turns=turns,
@@ -115,8 +115,8 @@ async def rounds(partial: bool, n_rounds: int = 6, target: int = 8, group: int =
 
 async def hold_256() -> float:
     """Run 256 concurrent Maze-v0 episodes on the hf backend; peak RSS in MiB of this process."""
-    from agentgym.models import tiny_model_dir
     from agentgym.policy.hf import HFBackend
+    from agentgym.policy.models import tiny_model_dir
 
     backend = HFBackend.from_pretrained(tiny_model_dir(), max_batch_size=256)
     collector = Collector("Maze-v0", backend, progress=False, concurrency=256, max_turns=6,

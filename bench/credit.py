@@ -112,7 +112,7 @@ def time_learned(repeats: int) -> dict[str, float | None]:
     """Update time per batch of SPA's progress estimator and OPRL's PRM on the tiny model (CPU)."""
     try:
         from agentgym.credit.learned import ImplicitPRM, ProgressEstimator, synthetic_token_episodes
-        from agentgym.models import TinyModelSpec, tiny_model_dir
+        from agentgym.policy.models import TinyModelSpec, tiny_model_dir
     except ImportError:
         return {"spa_update_ms": None, "oprl_update_ms": None}
     path = tiny_model_dir(TinyModelSpec())

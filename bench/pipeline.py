@@ -7,8 +7,9 @@
 Real: the collector (`agentgym.collector.Collector`), the data manager
 (`agentgym.data.DataManager`: backpressure, staleness bound, meters), the
 rollout driver (`trainer.rollouts.RolloutDriver`) and the trainer's own loops
-(`trainer.train._sync_loop` / `_async_loop`, with their metrics rows and run
-log). Both modes run the same code the `agentgym train` command runs.
+(`trainer.loops.sync_loop` / `async_loop`, with their metrics rows and run
+log) over the run's one component bag (`trainer.parts.Components`). Both modes
+run the same code the `agentgym train` command runs.
 
 SIMULATED (labelled as such):
 - the policy (`LongTailBackend`): each episode's generation time is drawn from a
@@ -131,6 +132,7 @@ class SimulatedUpdate:
     step_s: float
     on_step: Any = None
     credit_models: None = None  #: no learned credit models to update or checkpoint
+    last_credit: None = None  #: no credit computed: nothing to write back to the store
     spans: list[tuple[float, float]] = field(default_factory=list)
     episodes: int = 0
 
@@ -171,26 +173,6 @@ class NoCheckpoints:
 
 # ---- one mode ----------------------------------------------------------------------------------
 
-@dataclass
-class LoopParts:
-    """What the trainer's loops read of `trainer.components.Components`; the model-side parts are simulated."""
-
-    updater: SimulatedUpdate
-    backend: LongTailBackend
-    sync: VersionSync
-    collector: Collector
-    dm: DataManager
-    driver: Any
-    train_tasks: list[str]
-    eval_tasks: list[str] = field(default_factory=list)
-    eval_collector: None = None
-    model: None = None  #: SIMULATED: no weights
-    tokenizer: None = None
-    optimizer: None = None
-    critic: None = None
-    scheduler: ConstantLR = field(default_factory=ConstantLR)
-
-
 @dataclass(frozen=True)
 class Workload:
     median_s: float
@@ -214,6 +196,7 @@ def run_config(w: Workload, mode: str, output_dir: str) -> TrainConfig:
 def build(cfg: TrainConfig, w: Workload, step_s: float, seed: int, max_in_flight: int | None = None) -> Any:
     """The run's components as `trainer.components.build_components` wires them, with simulated model parts."""
     from agentgym.trainer.components import data_manager_kwargs
+    from agentgym.trainer.parts import Components, PolicySide
     from agentgym.trainer.rollouts import RolloutDriver
 
     backend = LongTailBackend(median_s=w.median_s, sigma=w.sigma, slots=w.in_flight, seed=seed)
@@ -225,8 +208,9 @@ def build(cfg: TrainConfig, w: Workload, step_s: float, seed: int, max_in_flight
     dm = DataManager(**kwargs)
     tasks = OneTurnEnv().task_ids()
     driver = RolloutDriver(collector, dm, tasks, seed=seed, success_reward=cfg.success_reward)
-    return LoopParts(updater=SimulatedUpdate(step_s), backend=backend, sync=VersionSync(backend),
-                     collector=collector, dm=dm, driver=driver, train_tasks=tasks)
+    policy = PolicySide(model=None, tokenizer=None, optimizer=None, scheduler=ConstantLR(), critic=None,
+                        updater=SimulatedUpdate(step_s), prompt_tokenizer=None, packed=False)  # SIMULATED: no weights
+    return Components(policy, VersionSync(backend), dm, driver, tasks, backend=backend, collectors=[collector])
 
 
 async def calibrate(w: Workload, batches: int, output_dir: str) -> tuple[float, list[float]]:
@@ -240,7 +224,7 @@ async def calibrate(w: Workload, batches: int, output_dir: str) -> tuple[float, 
         times.append(time.perf_counter() - began)
         assert batch is not None and len(batch.episodes) == w.batch
         c.sync.push(None, version + 1)
-    await c.collector.aclose()
+    await c.aclose()
     return statistics.median(times), times
 
 
@@ -259,17 +243,17 @@ class ModeResult:
 
 
 async def run_mode(w: Workload, mode: str, step_s: float, output_dir: str, progress: Progress | None) -> ModeResult:
+    from agentgym.trainer.loops import async_loop, sync_loop
     from agentgym.trainer.run_log import RunLog
-    from agentgym.trainer.train import _async_loop, _sync_loop
 
     cfg = run_config(w, mode, output_dir)
     c = build(cfg, w, step_s, seed=w.seed, max_in_flight=w.max_in_flight)
     if progress is not None:
         task = progress.add_task(f"{mode} (simulated policy and step)", total=w.updates)
-        c.updater.on_step = lambda: progress.advance(task)
+        c.policy.updater.on_step = lambda: progress.advance(task)
     log = RunLog(cfg.run_dir, run_id=cfg.name, store=None, tensorboard=False, plot=False,
                  console=Console(file=io.StringIO()))
-    loop = _sync_loop if mode == "sync" else _async_loop
+    loop = sync_loop if mode == "sync" else async_loop
     c.sync.push(None, 0)
     c.dm.set_version(0)
     began = time.perf_counter()
@@ -278,13 +262,14 @@ async def run_mode(w: Workload, mode: str, step_s: float, output_dir: str, progr
     finally:
         ended = time.perf_counter()
         log.close()
-        await c.collector.aclose()
-    spans = c.updater.spans
+        await c.aclose()
+    updater = c.policy.updater
+    spans = updater.spans
     busy = sum(b - a for a, b in spans)
     first_start, first_end = spans[0]
-    steady_eps = c.updater.episodes * (len(spans) - 1) / len(spans)
+    steady_eps = updater.episodes * (len(spans) - 1) / len(spans)
     m = c.dm.metrics()
-    return ModeResult(mode, c.updater.episodes / (ended - began), steady_eps / max(spans[-1][1] - first_end, 1e-9),
+    return ModeResult(mode, updater.episodes / (ended - began), steady_eps / max(spans[-1][1] - first_end, 1e-9),
                       1.0 - busy / max(spans[-1][1] - first_start, 1e-9), m.trainer_idle_frac, m.max_staleness,
                       m.staleness_histogram, m.dropped, ended - began, result.updates)
 

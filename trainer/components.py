@@ -1,13 +1,10 @@
-"""Build every piece a run needs from its config, each from explicit arguments."""
+"""Build every part a run needs from its config, each from explicit arguments (`trainer.parts` types them)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import torch
 from agentgym.trainer.chat import prompt_tokenizer
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.loss import LossConfig
@@ -20,50 +17,19 @@ from agentgym.trainer.model import (
     resolve_dtype,
     trainable_parameters,
 )
+from agentgym.trainer.parts import Components, PolicySide
 from agentgym.trainer.rollouts import RolloutDriver
 from agentgym.trainer.update import PolicyUpdater, UpdateConfig
 from agentgym.trainer.value_head import Critic
 from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
 
 from agentgym.collector.collector import Collector
-from agentgym.collector.config import Task
 from agentgym.config import TrainConfig
-from agentgym.credit import compute_credit
 from agentgym.data import Curation, DataManager
 from agentgym.env_facts import EnvFacts, action_budget_error, eval_count, split_for_run
 from agentgym.errors import ConfigError
-from agentgym.models import TinyModelSpec, load_model
 from agentgym.policy.base import SamplingParams
-from agentgym.trajectory import Episode
-
-
-@dataclass
-class Components:
-    """The live objects of one run."""
-
-    model: Any
-    tokenizer: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    critic: Critic | None
-    updater: PolicyUpdater
-    backend: Any
-    sync: Any
-    collector: Collector
-    eval_collector: Collector | None
-    dm: DataManager
-    driver: RolloutDriver
-    train_tasks: list[str]
-    eval_tasks: list[str]
-    prompt_tokenizer: Any
-    packed: bool
-
-    async def aclose(self) -> None:
-        for col in (self.collector, self.eval_collector):
-            if col is not None:
-                await col.aclose()
-        if self.backend is not None:
-            await self.backend.aclose()
+from agentgym.policy.models import TinyModelSpec, load_model
 
 
 def model_spec(cfg: TrainConfig) -> ModelSpec:
@@ -81,23 +47,6 @@ def loss_config(cfg: TrainConfig) -> LossConfig:
     return LossConfig(clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip,
                       aggregation=cfg.aggregation, kl=cfg.kl, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
                       importance=cfg.importance, is_low=cfg.is_low, is_cap=cfg.is_cap)
-
-
-def credit_fn(name: str, params: dict[str, Any], models: CreditModels | None = None):
-    """Adapter over `agentgym.credit.compute_credit`: (episodes, critic values) -> `CreditResult`.
-
-    Learned inputs (SPA contributions, OPRL step rewards) come from `models` as they are before the update.
-    """
-
-    def credit(episodes: Sequence[Episode], values: list[list[float]] | None):
-        kwargs = dict(params)
-        if models is not None:
-            kwargs.update(models.inputs(episodes))
-        if values is not None:
-            kwargs["values"] = values
-        return compute_credit(name, list(episodes), **kwargs)
-
-    return credit
 
 
 def split_tasks(cfg: TrainConfig, facts: EnvFacts) -> tuple[list[str], list[str]]:
@@ -133,21 +82,8 @@ def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None
     return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer, loop=loop)
 
 
-@dataclass
-class PolicySide:
-    """The trainer's half of a run (what the Ray trainer builds without a collector)."""
-
-    model: Any
-    tokenizer: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    critic: Critic | None
-    updater: PolicyUpdater
-    packed: bool
-
-
 def build_policy_side(cfg: TrainConfig) -> PolicySide:
-    """Policy, optimizer, schedule, optional critic and the updater."""
+    """Policy, optimizer, schedule, optional critic and the updater (the Ray trainer builds only this)."""
     model, tokenizer = build_model(model_spec(cfg))
     device = next(model.parameters()).device
     packed = cfg.layout == "packed" or (cfg.layout == "auto" and device.type == "cuda")
@@ -162,22 +98,22 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
                               critic_warmup_updates=cfg.critic_warmup_updates, packed=packed,
                               pad_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
-                              success_reward=cfg.success_reward)
+                              success_reward=cfg.success_reward, estimator=cfg.estimator,
+                              estimator_params=dict(cfg.estimator_params))
     models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
-    updater = PolicyUpdater(model, optimizer, scheduler, update_cfg,
-                            credit_fn(cfg.estimator, cfg.estimator_params, models if models.active else None),
-                            critic=critic, device=device, credit_models=models if models.active else None)
-    return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater, packed)
+    updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, critic=critic, device=device,
+                            credit_models=models if models.active else None)
+    return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater,
+                      prompt_tokenizer(tokenizer, cfg.chat_tools), packed)
 
 
 def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Components:
     """Every live object of a local run (`facts`: the env as `resolve_run_env` found it)."""
     p = build_policy_side(cfg)
-    model, tokenizer, packed = p.model, p.tokenizer, p.packed
+    model, tokenizer, prompts = p.model, p.tokenizer, p.prompt_tokenizer
     budget = action_budget_error(facts, tokenizer, cfg.max_new_tokens)
     if budget is not None:
         raise ConfigError(budget)
-    prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
     backend, sync = build_backend(cfg, model, tokenizer)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     collector = Collector(cfg.env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
@@ -197,16 +133,8 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
         allocator = TraceAllocator(success_threshold=cfg.success_reward)
     driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward,
                            allocator=allocator, trace_roots=cfg.trace_roots)
-    return Components(model, tokenizer, p.optimizer, p.scheduler, p.critic, p.updater, backend, sync, collector,
-                      eval_collector, dm, driver, train_tasks, eval_tasks, prompts, packed)
-
-
-async def evaluate(c: Components, cfg: TrainConfig) -> tuple[float, int]:
-    """(greedy success rate on the held-out tasks, episodes it was measured on)."""
-    assert c.eval_collector is not None
-    result = await c.eval_collector.collect([Task(t, seed=i) for i, t in enumerate(c.eval_tasks)], group_size=1)
-    eps = result.episodes
-    return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps)), len(eps)
+    return Components(p, sync, dm, driver, train_tasks, eval_tasks, eval_collector, backend=backend,
+                      collectors=[col for col in (collector, eval_collector) if col is not None])
 
 
 def async_in_flight(cfg: TrainConfig) -> int | None:

@@ -1,7 +1,7 @@
 """Build the policy the trainer updates: model + tokenizer (tiny, local directory or hub name), dtype,
 device, LoRA through PEFT, gradient checkpointing, optimizer and learning-rate schedule.
 
-Every model loads through `agentgym.models.load_model`, so a GPU recipe naming
+Every model loads through `agentgym.policy.models.load_model`, so a GPU recipe naming
 a hub model takes the same path as the tiny local one.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from agentgym.models import TinyModelSpec, load_model, tiny_model_dir
+from agentgym.policy.models import TinyModelSpec, load_model, tiny_model_dir
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """One policy update from one batch of the data manager, top to bottom.
 
-    samples   = episodes -> sequences (advantages from credit assignment, broadcast per token)
+    credit    = agentgym.credit.compute_credit(estimator name, episodes, critic values, learned inputs)
+    samples   = episodes -> sequences (advantages broadcast per token)
     lp_old    = no-grad forward with the weights at the start of the update (proximal policy)
     lp_ref    = frozen reference (only when KL is on)
     filter    = keep the highest-entropy turns (optional, DART)
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,12 +30,9 @@ from agentgym.trainer.model import trainable_parameters
 from agentgym.trainer.packing import Sample, TokenBatch, collate, episode_to_sample, micro_batches
 from agentgym.trainer.value_head import Critic
 
-from agentgym.credit import CreditResult
+from agentgym.credit import CreditResult, compute_credit
 from agentgym.data import TrainBatch, select_high_entropy_steps
 from agentgym.trajectory import Episode
-
-#: (episodes, per-turn critic values or None) -> the estimator's `CreditResult` (advantages, returns, parts)
-CreditFn = Callable[[Sequence[Episode], list[list[float]] | None], CreditResult]
 
 
 @dataclass(frozen=True)
@@ -53,6 +51,8 @@ class UpdateConfig:
     pad_id: int = 0  #: pad token of the padded layout
     seed: int = 0  #: seed of the per-epoch mini-batch shuffle
     success_reward: float = 1.0  #: episodes at or above it count as successes (diagnostics only)
+    estimator: str = "grpo"  #: credit estimator, by its name in `agentgym.credit.ESTIMATORS`
+    estimator_params: Mapping[str, Any] = field(default_factory=dict)  #: its keyword arguments
 
 
 @dataclass
@@ -85,11 +85,11 @@ class UpdateStats:
 class PolicyUpdater:
     """Holds the policy, its optimizer and schedule, the optional reference and critic; `update(batch)`."""
 
-    def __init__(self, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: UpdateConfig,
-                 credit: CreditFn, *, critic: Critic | None = None, device: torch.device | None = None,
+    def __init__(self, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: UpdateConfig, *,
+                 critic: Critic | None = None, device: torch.device | None = None,
                  credit_models: CreditModels | None = None):
         self.model, self.optimizer, self.scheduler, self.cfg = model, optimizer, scheduler, cfg
-        self.credit, self.critic, self.credit_models = credit, critic, credit_models
+        self.critic, self.credit_models = critic, credit_models
         self.device = device or next(model.parameters()).device
         self.reference = self._reference() if cfg.loss.kl != "off" else None
         self.updates_done = 0
@@ -137,11 +137,24 @@ class PolicyUpdater:
                     by_id[s.episode_id] = flat[i:i + len(s.turn_starts)]
                     i += len(s.turn_starts)
             values = [by_id[e.id] for e in episodes]
-        result = self.last_credit = self.credit(episodes, values)
+        result = self.last_credit = self._credit(episodes, values)
         advantages = result.per_episode()
         returns = result.returns_per_episode() if result.returns is not None else None
         return [episode_to_sample(e, adv, weight=w, turn_returns=(returns[k] if returns else ()))
                 for k, (e, adv, w) in enumerate(zip(episodes, advantages, batch.weights, strict=True))]
+
+    def _credit(self, episodes: Sequence[Episode], values: list[list[float]] | None) -> CreditResult:
+        """Credit assignment by the estimator named in the config (`agentgym.credit.compute_credit`).
+
+        Learned inputs (SPA contributions, OPRL step rewards) come from the credit models as they are
+        before this update; critic values are the ones just computed.
+        """
+        params = dict(self.cfg.estimator_params)
+        if self.credit_models is not None:
+            params.update(self.credit_models.inputs(episodes))
+        if values is not None:
+            params["values"] = values
+        return compute_credit(self.cfg.estimator, list(episodes), **params)
 
     def _groups(self, samples: list[Sample]) -> list[list[Sample]]:
         ordered = samples if self.cfg.packed else sorted(samples, key=len)

@@ -123,8 +123,8 @@ class HFBackend(Backend):
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike[str], *, device: str | None = None,
                         dtype: Any = None, **kwargs: Any) -> HFBackend:
-        """Load a model directory (or hub name) through `agentgym.models.load_model`."""
-        from agentgym.models import load_model
+        """Load a model directory (or hub name) through `agentgym.policy.models.load_model`."""
+        from agentgym.policy.models import load_model
 
         model, tokenizer = load_model(name_or_path, dtype=dtype, device=device)
         return cls(model, tokenizer, **kwargs)

@@ -100,7 +100,7 @@ class TaskSet:
 
 def default_data_dir() -> Path:
     """Where generated databases are cached (``$AGENTGYM_CACHE/sql``)."""
-    from agentgym.models import default_cache_dir
+    from agentgym.cache import default_cache_dir
 
     return default_cache_dir() / "sql"
 

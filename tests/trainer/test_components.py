@@ -19,8 +19,8 @@ from agentgym.trainer.update import _keep_high_entropy
 from agentgym.trainer.value_head import Critic
 from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
 
-from agentgym.models import TinyModelSpec, tiny_model_dir
 from agentgym.policy.hf import HFBackend
+from agentgym.policy.models import TinyModelSpec, tiny_model_dir
 from agentgym.trajectory import Episode, Turn
 
 

@@ -11,7 +11,7 @@ from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.loss import LossConfig, policy_loss
 from agentgym.trainer.packing import episode_to_sample, micro_batches, pack, pad
 
-from agentgym.models import load_model, tiny_model_dir
+from agentgym.policy.models import load_model, tiny_model_dir
 from agentgym.trajectory import Episode, Turn
 
 

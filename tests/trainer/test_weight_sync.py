@@ -18,8 +18,8 @@ pytest.importorskip("uvicorn")
 from agentgym.trainer.model import ModelSpec, build_model  # noqa: E402
 from agentgym.trainer.weight_sync import SaveAndReloadSync  # noqa: E402
 
-from agentgym.models import tiny_model_dir  # noqa: E402
 from agentgym.policy.base import GenerationRequest, SamplingParams  # noqa: E402
+from agentgym.policy.models import tiny_model_dir  # noqa: E402
 from agentgym.policy.openai import OpenAIBackend  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

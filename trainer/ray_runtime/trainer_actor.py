@@ -2,9 +2,10 @@
 
 `TrainerActor.run` is `trainer.train.train` for one process that holds only
 the policy: it builds `build_policy_side(cfg)`, resumes or warm-starts exactly
-as a local run does, and runs the same loops (`_sync_loop` for sync mode,
-`trainer_loop` for async mode) over a `TrainerView`, whose data manager,
-rollout driver, evaluator and weight sync are proxies to the other actors:
+as a local run does, and runs the same loops (`trainer.loops.sync_loop` for sync
+mode, `trainer.loops.trainer_loop` for async mode) over a `trainer.parts.Components`
+whose data manager, rollout driver, evaluator and weight sync are proxies to the
+other actors:
 
 - weights: after each update the merged state dict goes into the object store
   once (`ray.put`) and every rollout worker loads it as the new policy version;
@@ -19,7 +20,6 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
@@ -114,34 +114,14 @@ class RemoteEvalCollector:
         return await _await(self.worker.evaluate.remote(list(tasks), group_size))
 
 
-@dataclass
-class TrainerView:
-    """What the trainer loops read of `trainer.components.Components`, with Ray proxies for remote stages."""
-
-    model: Any
-    tokenizer: Any
-    optimizer: Any
-    scheduler: Any
-    critic: Any
-    updater: Any
-    sync: RayWeightSync
-    dm: RemoteDataManager
-    driver: RemoteDriver
-    eval_collector: RemoteEvalCollector | None
-    train_tasks: list[str]
-    eval_tasks: list[str]
-    prompt_tokenizer: Any
-    packed: bool
-
-
 class TrainerActor:
     """Actor body (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig, data_manager: Any, workers: list[Any]):
         import torch
-        from agentgym.trainer.chat import prompt_tokenizer
         from agentgym.trainer.components import build_policy_side, split_tasks
-        from agentgym.trainer.train import seed_everything
+        from agentgym.trainer.loops import seed_everything
+        from agentgym.trainer.parts import Components
 
         from agentgym.env_facts import inspect_env
         from agentgym.store import TrajectoryStore
@@ -154,29 +134,27 @@ class TrainerActor:
         self.dm_actor = data_manager
         p = build_policy_side(cfg)
         train_tasks, eval_tasks = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
-        self.view = TrainerView(p.model, p.tokenizer, p.optimizer, p.scheduler, p.critic, p.updater,
-                                RayWeightSync(workers), RemoteDataManager(data_manager),
-                                RemoteDriver(workers, trace=cfg.estimator == "trace"),
-                                RemoteEvalCollector(workers[0]) if cfg.eval_tasks else None, train_tasks, eval_tasks,
-                                prompt_tokenizer(p.tokenizer, cfg.chat_tools), p.packed)
+        self.parts = Components(p, RayWeightSync(workers), RemoteDataManager(data_manager),
+                                RemoteDriver(workers, trace=cfg.estimator == "trace"), train_tasks, eval_tasks,
+                                RemoteEvalCollector(workers[0]) if cfg.eval_tasks else None)
 
     def run(self, resume: bool = False) -> Any:
         """Train to the end (or the time limit); with `resume`, continue from the latest checkpoint."""
         from agentgym.trainer.checkpoint import CheckpointManager
+        from agentgym.trainer.loops import sync_loop
         from agentgym.trainer.run_log import RunLog
-        from agentgym.trainer.train import _sync_loop
 
-        cfg, c = self.cfg, self.view
+        cfg, c = self.cfg, self.parts
         ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
         latest = ckpt.latest() if resume else None
         log = RunLog(cfg.run_dir, run_id=cfg.name, store=self.store, tensorboard=cfg.tensorboard, plot=cfg.plot,
                      resume=latest is not None)
         try:
             start, version = self._resume(ckpt, latest, log) if latest is not None else self._fresh(log)
-            c.sync.push(c.model, version)
+            c.sync.push(c.policy.model, version)
             c.dm.set_version(version)
             if cfg.mode == "sync":
-                return asyncio.run(_sync_loop(cfg, c, log, ckpt, start, version))
+                return asyncio.run(sync_loop(cfg, c, log, ckpt, start, version))
             return self._async(log, ckpt, start, version)
         finally:
             log.close()
@@ -185,25 +163,24 @@ class TrainerActor:
     def _fresh(self, log: Any) -> tuple[int, int]:
         from agentgym.trainer.sft import warm_start
 
-        cfg, c = self.cfg, self.view
+        cfg, c, p = self.cfg, self.parts, self.parts.policy
         self.store.log_run(cfg.name, cfg.model_dump())
         if cfg.sft_steps:
-            sft = warm_start(c.model, c.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
-                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed, packed=c.packed)
+            sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
+                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed, packed=p.packed)
             log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                               f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
-        if c.updater.reference is not None:
-            c.updater.reference.load_state_dict(c.model.state_dict())
+        if p.updater.reference is not None:
+            p.updater.reference.load_state_dict(p.model.state_dict())
         return 0, 0
 
     def _resume(self, ckpt: Any, latest: Any, log: Any) -> tuple[int, int]:
         import ray
+        from agentgym.trainer.loops import restore_extra
 
-        cfg, c = self.cfg, self.view
-        from agentgym.trainer.train import restore_extra
-
-        state = ckpt.load(latest, model=c.model, optimizer=c.optimizer, scheduler=c.scheduler, critic=c.critic)
-        c.updater.updates_done = state.update
+        cfg, c, p = self.cfg, self.parts, self.parts.policy
+        state = ckpt.load(latest, model=p.model, optimizer=p.optimizer, scheduler=p.scheduler, critic=p.critic)
+        p.updater.updates_done = state.update
         restore_extra(c, state.extra)
         ray.get(self.dm_actor.restore.remote(state.cursor, cfg.store_url, cfg.name))
         log.truncate_after(state.update)
@@ -214,9 +191,9 @@ class TrainerActor:
     # ---- async: rollout workers produce, this actor pulls ------------------------------------
     def _async(self, log: Any, ckpt: Any, start: int, version: int) -> Any:
         import ray
-        from agentgym.trainer.train import Progress, trainer_loop
+        from agentgym.trainer.loops import Progress, trainer_loop
 
-        cfg, c = self.cfg, self.view
+        cfg, c = self.cfg, self.parts
         evaluator = Progress(cfg, c, log, ckpt, start)
         stop = threading.Event()
         ray.get([w.start.remote() for w in self.workers])

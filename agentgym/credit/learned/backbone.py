@@ -20,9 +20,9 @@ torch = require("torch", extra="train", what="agentgym.credit.learned")
 
 
 def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
-    """A causal LM from a local directory / hub name (through `agentgym.models.load_model`) or as given."""
+    """A causal LM from a local directory / hub name (through `agentgym.policy.models.load_model`) or as given."""
     if isinstance(backbone, (str, os.PathLike)):
-        from agentgym.models import load_model
+        from agentgym.policy.models import load_model
 
         model, _ = load_model(backbone, dtype=dtype, device=device)
         return model

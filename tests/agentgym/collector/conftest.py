@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_dir():
-    from agentgym.models import tiny_model_dir
+    from agentgym.policy.models import tiny_model_dir
 
     return tiny_model_dir()
 

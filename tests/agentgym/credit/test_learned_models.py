@@ -21,7 +21,7 @@ from agentgym.credit.learned import (  # noqa: E402
     synthetic_token_episodes,
 )
 from agentgym.credit.trace_predict import Prefix  # noqa: E402
-from agentgym.models import TinyModelSpec, tiny_model_dir  # noqa: E402
+from agentgym.policy.models import TinyModelSpec, tiny_model_dir  # noqa: E402
 
 SPEC = TinyModelSpec(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
 

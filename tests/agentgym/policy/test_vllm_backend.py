@@ -50,8 +50,8 @@ async def test_engine_generates_exact_ids_with_logprobs_collects_aborts_and_relo
     import torch
 
     from agentgym.collector import Collector, Task
-    from agentgym.models import TinyModelSpec, load_model, tiny_model_dir
     from agentgym.policy.base import FinishReason, GenerationRequest, SamplingParams
+    from agentgym.policy.models import TinyModelSpec, load_model, tiny_model_dir
     from agentgym.policy.vllm import VLLMBackend
     from agentgym.trajectory import EpisodeStatus
 

@@ -105,7 +105,7 @@ def add_tokens(episodes: list[Episode], tokenizer, seed: int) -> None:
 def build_viewer_store(directory: Path) -> ViewerStore:
     from tokenizers import Tokenizer
 
-    from agentgym.models import tiny_model_dir
+    from agentgym.policy.models import tiny_model_dir
 
     model_dir = str(tiny_model_dir())
     tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))

@@ -1,4 +1,8 @@
-"""`agentgym train CONFIG`: run a training recipe (see configs/)."""
+"""`agentgym train CONFIG`: run a training recipe (see configs/).
+
+The trainer adds this command to the `agentgym` CLI through the `agentgym.cli` entry point
+(pyproject.toml), so the core CLI never imports the trainer package.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from agentgym.env_facts import resolve_run_env
 
 
 def register(app: typer.Typer) -> None:
+    """Entry point of the `agentgym.cli` group: add `agentgym train` to `app`."""
     app.command("train")(train)
 
 
@@ -47,9 +52,8 @@ def train(
         overrides["env_kwargs"] = parse_json_option(env_kwargs, "--env-kwargs")
     cfg = load_train_config(config, overrides)
     cfg, facts = resolve_run_env(cfg)  # makes one env: a bad id or bad arguments stop here, before any model
-    from transformers.utils import logging as hf_logging
-
     from agentgym.trainer.train import train as run_training
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the run prints its own table; weight-loading bars would break it up
 

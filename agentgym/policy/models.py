@@ -7,10 +7,11 @@ causal LM from a config, and saves both with `save_pretrained`. `load_model`
 then loads *any* model the same way a hub model loads (`from_pretrained` on a
 local directory or a hub name), so the hub path is exercised by every test.
 
-    from agentgym.models import tiny_model_dir, load_model
+    from agentgym.policy.models import tiny_model_dir, load_model
     model, tokenizer = load_model(tiny_model_dir())   # cached under ~/.cache/agentgym
 
-Requires the `train` extra (torch, transformers).
+Requires the `train` extra (torch, transformers); it lives with the policy backends, which load these
+models, and is imported from its module only (never by `import agentgym`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.cache import default_cache_dir
 from agentgym.errors import require
 
 CHATML_TEMPLATE = (
@@ -109,10 +111,6 @@ def build_tiny_model(path: str | os.PathLike[str], spec: TinyModelSpec = TinyMod
     tokenizer.save_pretrained(path)
     (path / "agentgym_tiny.json").write_text(json.dumps(asdict(spec), indent=2))
     return path
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("AGENTGYM_CACHE", Path.home() / ".cache" / "agentgym"))
 
 
 def tiny_model_dir(spec: TinyModelSpec = TinyModelSpec(), cache_dir: str | os.PathLike[str] | None = None) -> Path:
