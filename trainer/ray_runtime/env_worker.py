@@ -94,7 +94,7 @@ class EnvWorker:
         return len(self._envs)
 
 
-async def _await(ref: Any) -> Any:
+async def await_ref(ref: Any) -> Any:
     """Await a Ray object ref from any event loop."""
     return await asyncio.wrap_future(ref.future())
 
@@ -148,10 +148,10 @@ class RemoteEnv(AgentEnv):
 
     # ---- async forms (the collector's event loop) --------------------------------------------
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        return self._after_reset(await _await(self.worker.reset.remote(self.handle, seed, options)))
+        return self._after_reset(await await_ref(self.worker.reset.remote(self.handle, seed, options)))
 
     async def astep(self, action: str):
-        return self._after_step(await _await(self.worker.step.remote(self.handle, action)))
+        return self._after_step(await await_ref(self.worker.step.remote(self.handle, action)))
 
     def _after_reset(self, result: tuple[str, dict, str]):
         observation, info, self._fingerprint = result

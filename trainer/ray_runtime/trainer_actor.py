@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
-from agentgym.trainer.ray_runtime.env_worker import _await
+from agentgym.trainer.ray_runtime.env_worker import await_ref
 
 from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
@@ -82,7 +82,7 @@ class RemoteDriver:
         self.allocator = RemoteAllocator(workers) if trace else None
 
     async def collect_batch(self, version: int, max_rounds: int = 4) -> TrainBatch | None:
-        return await _await(self.workers[0].collect_batch.remote(version, max_rounds))
+        return await await_ref(self.workers[0].collect_batch.remote(version, max_rounds))
 
     def take_tally(self) -> Any:
         import ray
@@ -111,7 +111,7 @@ class RemoteEvalCollector:
         self.worker = worker
 
     async def collect(self, tasks: Iterable[Task], *, group_size: int = 1) -> CollectResult:
-        return await _await(self.worker.evaluate.remote(list(tasks), group_size))
+        return await await_ref(self.worker.evaluate.remote(list(tasks), group_size))
 
 
 class TrainerActor:
