@@ -1,15 +1,14 @@
-"""Fixtures shared by every suite: stores on SQLite and on the local PostgreSQL server."""
+"""Fixtures shared by every suite: stores on SQLite and on PostgreSQL (tests/helpers/postgres.py finds or starts it)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 
-PG_ADMIN_URL = os.environ.get("AGENTGYM_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+from tests.helpers.postgres import find_server
 
 
 @pytest.fixture
@@ -18,18 +17,22 @@ def sqlite_url(tmp_path) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> str:
-    """The admin URL of the local PostgreSQL server; fails (not skips) when it is down, unless allowed."""
+def postgres_server(request) -> Iterator[str]:
+    """The admin URL of the session's PostgreSQL server: named, local, or a throwaway one started here.
+
+    Which one is printed. A server that cannot be found or started fails the tests (never skips them).
+    """
     try:
-        engine = sa.create_engine(PG_ADMIN_URL)
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        engine.dispose()
-    except Exception as exc:
-        if os.environ.get("AGENTGYM_ALLOW_NO_POSTGRES") == "1":
-            pytest.skip(f"PostgreSQL unavailable and AGENTGYM_ALLOW_NO_POSTGRES=1: {exc}")
-        pytest.fail(f"PostgreSQL at {PG_ADMIN_URL} is not reachable ({exc}); start it or set AGENTGYM_TEST_POSTGRES")
-    return PG_ADMIN_URL
+        server = find_server()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"postgres: {server.origin} at {server.url}")
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @pytest.fixture
