@@ -8,7 +8,19 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers.postgres import find_server
+from tests.helpers.postgres import ENV_VAR, find_server
+
+_services_used: list[str] = []  #: what the session found or started, reported at the end
+
+
+def pytest_report_header(config) -> str:
+    return (f"postgres: {ENV_VAR}, else the local server on 127.0.0.1:5432, else a throwaway server "
+            "(tests/helpers/postgres.py)")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for line in _services_used:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture
@@ -17,7 +29,7 @@ def sqlite_url(tmp_path) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(request) -> Iterator[str]:
+def postgres_server() -> Iterator[str]:
     """The admin URL of the session's PostgreSQL server: named, local, or a throwaway one started here.
 
     Which one is printed. A server that cannot be found or started fails the tests (never skips them).
@@ -25,10 +37,8 @@ def postgres_server(request) -> Iterator[str]:
     try:
         server = find_server()
     except RuntimeError as exc:
-        pytest.fail(str(exc))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"postgres: {server.origin} at {server.url}")
+        pytest.fail(str(exc), pytrace=False)
+    _services_used.append(f"postgres: used the {server.origin} at {server.url}")
     try:
         yield server.url
     finally:
