@@ -120,7 +120,7 @@ def _load_weights(location: ModelLocation, device: str | None) -> tuple[Any, Any
     """(model, tokenizer); a LoRA adapter directory is loaded onto its base model and merged."""
     from transformers.utils import logging as hf_logging
 
-    from agentgym.models import load_model
+    from agentgym.policy.models import load_model
 
     hf_logging.disable_progress_bar()  # the commands print their own progress and tables
     if not location.is_adapter:
