@@ -86,7 +86,8 @@ def test_trainer_has_no_import_cycle():
 
 
 def test_import_agentgym_stays_free_of_heavy_packages():
+    # the CLI loads its plugins (agentgym.trainer.cli registers `agentgym train`), which must stay light too
     code = ("import sys, agentgym, agentgym.cli, agentgym.config, agentgym.credit; "
-            "print(sorted(m for m in ('torch', 'transformers', 'docker', 'agentgym.trainer') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'transformers', 'docker') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentgym.trainer.chat import prompt_tokenizer
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.loss import LossConfig
 from agentgym.trainer.model import (
@@ -30,6 +29,7 @@ from agentgym.env_facts import EnvFacts, action_budget_error, eval_count, split_
 from agentgym.errors import ConfigError
 from agentgym.policy.base import SamplingParams
 from agentgym.policy.models import TinyModelSpec, load_model
+from agentgym.policy.prompts import prompt_tokenizer
 
 
 def model_spec(cfg: TrainConfig) -> ModelSpec:

@@ -94,7 +94,7 @@ def _prompts(tokenizer: Any, options: PolicyOptions, profile: RunProfile | None)
     chat_tools = options.chat_tools if options.chat_tools is not None else (profile.chat_tools if profile else True)
     if chat_tools:
         return tokenizer
-    from agentgym.trainer.chat import WithoutTools
+    from agentgym.policy.prompts import WithoutTools
 
     return WithoutTools(tokenizer)
 

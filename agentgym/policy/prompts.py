@@ -1,4 +1,4 @@
-"""Prompt rendering choices of a run that live on the trainer side.
+"""Prompt rendering choices of a run (policy loading, the collector and the trainer share them).
 
 `WithoutTools` wraps a tokenizer so that its chat template never renders tool
 schemas: for small models on envs whose system prompt already says what to
