@@ -29,7 +29,7 @@ def invoke(*args: str) -> None:
 @pytest.fixture(scope="module")
 def eval_store(tmp_path_factory):
     """Two eval runs (scripted policies, labelled) and a random episode branched 3 times by the tiny model."""
-    from agentgym.models import tiny_model_dir
+    from agentgym.policy.models import tiny_model_dir
 
     store = str(tmp_path_factory.mktemp("evalview") / "e.db")
     invoke("eval", COUNTER, "--policy", "scripted:tests.helpers.counter_env:scripted_garbage_then_solve", "--tasks",
