@@ -17,6 +17,12 @@ def register_builtin_envs() -> None:
         difficulty="easy",
     )
     register(
+        "KeyDoor-v0",
+        "agentgym.envs.keydoor.env:KeyDoorEnv",
+        description="Fetch the key, open the door, reach the goal: 10-24 move solutions, 24-40 turns, sparse "
+                    "reward, dead-end pockets, BFS solver.",
+    )
+    register(
         "SQL-v0",
         "agentgym.envs.sql.env:SqlEnv",
         description="Text-to-SQL with live execution feedback: explore, then submit; execution-match reward.",

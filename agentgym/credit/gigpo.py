@@ -1,9 +1,16 @@
 """GiGPO: group-in-group advantages (ALGORITHMS.md section 1).
 
-A = A_E + omega * A_S, where A_E is a GRPO-like episode advantage of the row's score
-`S = R_i - invalid_penalty * [turn invalid]`, and A_S normalises the discounted step return
+A = A_E + omega * A_S, where A_E is the GRPO advantage of the trajectory's outcome R_i (one value per
+trajectory, the paper's definition), and A_S normalises the discounted step return
 `G_t = sum_k gamma^(k-t) r_k - invalid_penalty * [turn invalid]` among the turns of the same group
 that were taken from the same environment state (the anchor cluster).
+
+The invalid-action penalty acts at the step level only (in `episode_stats="trajectory"`, the default).
+The reference code also subtracts it from the row scores of the episode part; mixing those row scores
+with per-trajectory statistics gave advantages of 20-30 in groups whose outcomes were all equal (the
+std of the trajectory scores is then a few hundredths, the row deviations a full penalty), which
+collapsed training on Maze-v0 (docs/credit.md). `episode_stats="rows"` keeps the reference behaviour:
+row scores `S = R_i - invalid_penalty * [turn invalid]` with row statistics.
 """
 
 from __future__ import annotations
@@ -70,20 +77,27 @@ def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.n
 
 
 def episode_advantage(batch: TurnBatch, score: np.ndarray, *, norm: Norm, episode_stats: EpisodeStats,
-                      singleton: str, penalty_rows: np.ndarray, eps: float) -> np.ndarray:
-    """A_E per turn [T] from row scores `score` [T] (see module docstring)."""
+                      singleton: str, eps: float) -> np.ndarray:
+    """A_E per turn [T] (see the module docstring).
+
+    `trajectory` (default): one value per trajectory, the group-normalised outcome R_i, broadcast to its
+    turns; its statistics and its values are the same numbers, so |A_E| <= (N-1)/sqrt(N) in a group
+    of N. `rows`: the reference code's statistics over the row scores `score` [T].
+    """
     g_turn = batch.group_of_turn
     if episode_stats == "trajectory":
-        # one value per trajectory: R_i minus the mean row penalty (R_i when every action was valid)
-        pen = np.bincount(batch.episode_of_turn, weights=penalty_rows, minlength=batch.n_episodes)
-        per_traj = batch.outcome - pen / np.maximum(batch.lengths, 1)
-        stats = segment_stats(per_traj, batch.group, batch.n_groups)
+        stats = segment_stats(batch.outcome, batch.group, batch.n_groups)
+        per_traj = stats.center(batch.outcome, batch.group)
+        if norm == "std":
+            per_traj = per_traj / (stats.std[batch.group] + eps)
+        adv = np.repeat(np.where(stats.count[batch.group] > 1, per_traj, 0.0), batch.lengths)
+        score = np.repeat(batch.outcome, batch.lengths)
     else:
         stats = segment_stats(score, g_turn, batch.n_groups)
-    adv = stats.center(score, g_turn)
-    if norm == "std":
-        adv = adv / (stats.std[g_turn] + eps)
-    adv = np.where(stats.count[g_turn] > 1, adv, 0.0)
+        adv = stats.center(score, g_turn)
+        if norm == "std":
+            adv = adv / (stats.std[g_turn] + eps)
+        adv = np.where(stats.count[g_turn] > 1, adv, 0.0)
     lone = batch.group_sizes[g_turn] == 1
     return np.where(lone, score if singleton == "raw" else 0.0, adv)
 
@@ -104,8 +118,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
            missing_fingerprint, eps)
     penalty_rows = invalid_penalty * (~batch.valid)
     score = batch.outcome[batch.episode_of_turn] - penalty_rows
-    a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton,
-                            penalty_rows=penalty_rows, eps=eps)
+    a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
     step_return = discounted_cumsum(batch.reward, gamma, batch.backward_levels) - penalty_rows
     if anchor == "exact":
         clusters, n_clusters = exact_clusters(batch, missing_fingerprint)

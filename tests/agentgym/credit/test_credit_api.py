@@ -131,10 +131,24 @@ def test_gigpo_invalid_penalty_applies_per_row_after_discounting():
     res = compute_credit("gigpo", [a, b], norm="mean", invalid_penalty=0.1, gamma=1.0)
     # G: a = [1 - 0.1, 1], b = [1, 1]; cluster A = {0.9, 1.0}
     assert np.allclose(res.step_part, [-0.05, 0.0, 0.05, 0.0])
-    # trajectory scores: a = 1 - 0.1 * 1/2 = 0.95, b = 1 -> mean 0.975; row S of a's turn 0 = 0.9
-    assert np.allclose(res.episode_part, [0.9 - 0.975, 1 - 0.975, 1 - 0.975, 1 - 0.975])
+    # the episode part is the outcome's alone (both succeeded): the penalty acts at the step level only
+    assert np.allclose(res.episode_part, 0.0)
+    rows = compute_credit("gigpo", [a, b], norm="mean", invalid_penalty=0.1, episode_stats="rows")
+    # reference rows: S = [0.9, 1, 1, 1], mean 0.975
+    assert np.allclose(rows.episode_part, [0.9 - 0.975, 1 - 0.975, 1 - 0.975, 1 - 0.975])
     off = compute_credit("gigpo", [a, b], invalid_penalty=0.0)
     assert np.allclose(off.advantages, 0.0)
+
+
+def test_gigpo_episode_part_stays_bounded_when_outcomes_are_equal():
+    """All rollouts fail, some with invalid actions: no penalty-only signal blown up by a tiny std."""
+    group = [ep(rewards=(0, 0, 0, 0), fps=["A", "B", "C", "D"], invalid=inv)
+             for inv in [(), (1,), (), (0, 2), (), (), (3,), ()]]
+    res = compute_credit("gigpo", group)
+    assert np.allclose(res.episode_part, 0.0)
+    assert np.abs(res.step_part).max() <= np.sqrt(8) and np.all(res.step_part[~res.batch.valid] < 0)
+    mixed = [ep(rewards=(0, float(i % 2)), fps=["A", "B"], invalid=(0,) if i < 3 else ()) for i in range(8)]
+    assert np.abs(compute_credit("gigpo", mixed).episode_part).max() <= 7 / np.sqrt(8) + 1e-6
 
 
 def test_gigpo_groups_never_share_clusters():
