@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from typing import Any
 
@@ -90,11 +91,13 @@ def run(
     db = open_store(store)
     stored = _stored_plan(db, run_id, resume)
     if stored is not None and not env_ids and not file:
-        plan_args = stored
+        plan_args = _resumed(stored, policy)
     else:
         plan_args = _requested(env_ids, file, env_kwargs, policy, tasks, k, success_reward)
     options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                              chat_tools=chat_tools, tokenizer=tokenizer)
+    if isinstance(plan_args, EvalPlan) and plan_args.options:
+        options = PolicyOptions(**plan_args.options)  # a resume samples exactly as the interrupted eval did
     run_id = run_id or f"eval-{new_id()[:8]}"
     result, opened_record = asyncio.run(_run(db, plan_args, stored, options, max_turns, seed, max_infra_retries,
                                              run_id, concurrency, not as_json))
@@ -114,6 +117,18 @@ def _stored_plan(db: TrajectoryStore, run_id: str | None, resume: bool) -> EvalP
     if resume and not exists:
         fail(f"cannot resume {run_id!r}: no such run in {db.display_url}")
     return load_plan(db, run_id) if resume else None
+
+
+def _resumed(stored: EvalPlan, policy: str | None) -> EvalPlan:
+    """The stored plan, with the policy spec replaced when --policy names the same model elsewhere (a moved endpoint)."""
+    if not policy or policy == stored.policy:
+        return stored
+    new, old = parse_policy(policy), parse_policy(stored.policy)
+    if new.kind != old.kind:
+        fail(f"--resume: the eval ran with a {old.kind} policy ({stored.policy}); --policy {policy} is another kind")
+    err_console.print(f"[yellow]note[/]: resuming with --policy {policy} in place of the stored {stored.policy} "
+                      "(it must serve the same model)", highlight=False)
+    return dataclasses.replace(stored, policy=policy)
 
 
 def _requested(env_ids: list[str] | None, file: str | None, env_kwargs: str | None, policy: str | None,
@@ -142,10 +157,12 @@ async def _run(db: TrajectoryStore, requested: Any, stored: EvalPlan | None, opt
     policy = requested.policy if isinstance(requested, EvalPlan) else requested["policy"]
     opened = await open_policy(policy, options)
     try:
-        plan = requested if isinstance(requested, EvalPlan) else _plan(requested, opened, max_turns, seed, retries)
-        if stored is not None and plan is not stored and (diffs := stored.same_work(plan)):
+        plan = (requested if isinstance(requested, EvalPlan)
+                else _plan(requested, opened, options, max_turns, seed, retries))
+        if stored is not None and not isinstance(requested, EvalPlan) and (diffs := stored.same_work(plan)):
             fail(f"--resume {run_id}: this command asks for another eval than the stored one ({'; '.join(diffs)}); "
-                 "rerun with the same arguments, or just: agentgym eval --resume --run RUN --store URL")
+                 "rerun with the same arguments, or just: agentgym eval --resume --run RUN --store URL "
+                 "[--policy SPEC, when the endpoint moved]")
         if stored is None:
             db.log_run(run_id, plan.to_config(opened.record()))
         result = await run_eval(plan, opened, db, run_id, concurrency=concurrency, progress=progress)
@@ -154,7 +171,7 @@ async def _run(db: TrajectoryStore, requested: Any, stored: EvalPlan | None, opt
         await opened.aclose()
 
 
-def _plan(requested: dict[str, Any], opened: OpenedPolicy, max_turns: int | None, seed: int,
+def _plan(requested: dict[str, Any], opened: OpenedPolicy, options: PolicyOptions, max_turns: int | None, seed: int,
           retries: int) -> EvalPlan:
     profile = opened.profile
     envs = [resolve_env(e, requested["tasks"], profile, max_turns) for e in requested["entries"]]
@@ -162,7 +179,8 @@ def _plan(requested: dict[str, Any], opened: OpenedPolicy, max_turns: int | None
     if success is None:
         success = profile.success_reward if profile is not None else 1.0
     return EvalPlan(policy=requested["policy"], k=requested["k"], envs=envs, seed=seed,
-                    success_reward=float(success), max_infra_retries=retries)
+                    success_reward=float(success), max_infra_retries=retries,
+                    options={k: v for k, v in dataclasses.asdict(options).items() if k != "api_key"})
 
 
 # ---- output ---------------------------------------------------------------------------
@@ -196,17 +214,17 @@ def _report(result: EvalResult, policy: dict[str, Any], db: TrajectoryStore, as_
                     "policy_version": policy["version"], "complete": result.complete, "missing": result.missing,
                     "episodes_run": result.episodes_run, "infra_retried": result.infra_retried,
                     "seconds": result.seconds, "envs": {s.env_id: s.to_dict() for s in result.summaries}})
-        return
-    _wide(summary_table(f"eval {result.run_id}: {policy['spec']} (policy v{policy['version']}, "
-                        f"k={policy['k']}) -> {db.display_url}", result.summaries, policy["k"]))
-    console.print(f"{result.episodes_run} episodes rolled out in {result.seconds:.1f} s"
-                  + (f", {result.infra_retried} attempts retried after infrastructure failures"
-                     if result.infra_retried else ""), highlight=False)
+    else:
+        _wide(summary_table(f"eval {result.run_id}: {policy['spec']} (policy v{policy['version']}, "
+                            f"k={policy['k']}) -> {db.display_url}", result.summaries, policy["k"]))
+        console.print(f"{result.episodes_run} episodes rolled out in {result.seconds:.1f} s"
+                      + (f", {result.infra_retried} attempts retried after infrastructure failures"
+                         if result.infra_retried else ""), highlight=False)
     if not result.complete:
         missing = ", ".join(f"{env}: {n}" for env, n in result.missing.items() if n)
         err_console.print(f"[yellow]incomplete[/]: attempts still missing after infrastructure failures ({missing}); "
                           f"finish with: agentgym eval --resume --run {result.run_id} --store {db.display_url}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
 
 
 @app.command("compare")

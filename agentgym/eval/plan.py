@@ -58,6 +58,7 @@ class EvalPlan:
     seed: int = 0
     success_reward: float = 1.0  #: an episode succeeds when its total reward reaches this
     max_infra_retries: int = 2  #: rounds that retry attempts lost to infrastructure failures
+    options: dict[str, Any] = field(default_factory=dict)  #: the policy's sampling/loading options (a resume reuses them)
     kind: str = "eval"
 
     def to_config(self, policy_record: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +76,8 @@ class EvalPlan:
     def same_work(self, other: EvalPlan) -> list[str]:
         """What differs between two plans in what they run (empty: the same eval)."""
         diffs = [f"{name}: {getattr(self, name)!r} vs {getattr(other, name)!r}"
-                 for name in ("policy", "k", "seed", "success_reward") if getattr(self, name) != getattr(other, name)]
+                 for name in ("policy", "k", "seed", "success_reward", "options")
+                 if getattr(self, name) != getattr(other, name)]
         if [asdict(e) for e in self.envs] != [asdict(e) for e in other.envs]:
             diffs.append("envs, kwargs, turn limits or tasks differ")
         return diffs
