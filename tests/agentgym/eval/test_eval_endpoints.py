@@ -49,7 +49,7 @@ def _start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
 
 @pytest.fixture(scope="module")
 def tiny_dir():
-    from agentgym.models import tiny_model_dir
+    from agentgym.policy.models import tiny_model_dir
 
     return tiny_model_dir()
 
