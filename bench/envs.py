@@ -15,7 +15,9 @@ solver's action is computed outside the clock). Keys:
 - ``tools_steps_per_s``: Tools-v0 with its Python tools;
 - ``tools_mcp_steps_per_s``: Tools-v0 calling mcp-server-time over stdio
   (``null`` when the server is not installed);
-- ``*_ratio_to_maze``: each figure over the maze's, measured in the same run.
+- ``*_ratio_to_maze``: each figure over the maze's, measured in the same run;
+- ``sre_*`` (with ``--sre``): SRE-v0's image build, task start cold and warm, steps/s and 32
+  concurrent episodes (8 with ``--quick``); see bench/envs_sre.py.
 
 Figures only; nothing here asserts a time.
 """
@@ -79,6 +81,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--sre", action="store_true", help="also SRE-v0: image build, task start, concurrency")
     args = parser.parse_args()
     steps = 200 if args.quick else 2000
     results: dict[str, Any] = {
@@ -94,6 +97,12 @@ def main() -> None:
         value = results[key]
         results[key.replace("_steps_per_s", "_ratio_to_maze")] = value / maze if value and maze else None
     results["steps_measured"] = steps
+    if args.sre:
+        from envs_sre import measure as measure_sre
+
+        results.update(measure_sre(args.quick))
+        sre = results.get("sre_steps_per_s")
+        results["sre_ratio_to_maze"] = sre / maze if sre and maze else None
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -106,6 +115,8 @@ def main() -> None:
             table.add_row(key.removesuffix("_steps_per_s"), "n/a" if value is None else f"{value:,.0f}",
                           "1.00" if key.startswith("maze") else ("n/a" if ratio is None else f"{ratio:.3f}"))
     Console().print(table)
+    if args.sre:
+        Console().print({k: v for k, v in results.items() if k.startswith("sre_")})
 
 
 if __name__ == "__main__":

@@ -288,6 +288,7 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in [
 
 
 def injection(faults: list[Fault] | tuple[Fault, ...]) -> Injection:
-    """The pre and post scripts of several faults together."""
-    parts = [KINDS[f.kind].inject(f) for f in faults]
+    """The pre and post scripts of several faults together; faults that fill the disk go last (the
+    others' scripts may need to write)."""
+    parts = [KINDS[f.kind].inject(f) for f in sorted(faults, key=lambda f: KINDS[f.kind].fills_disk)]
     return Injection(pre="\n".join(p.pre for p in parts if p.pre), post="\n".join(p.post for p in parts if p.post))

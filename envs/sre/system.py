@@ -80,6 +80,15 @@ def shared_pool(tag: str, limits: Limits, size: int) -> Pool:
         return pool
 
 
+def close_pools() -> None:
+    """Stop every container of every shared pool (the next reset starts fresh ones)."""
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
 class System:
     """A leased container running one task's system."""
 

@@ -48,6 +48,7 @@ def test_fault_breaks_health_and_solver_restores_it(sre_env, kind: str) -> None:
 @pytest.mark.parametrize("task_id", [
     next(t.id for t in shipped_tasks() if t.difficulty == "medium" and t.herring == "idle_helper"),
     next(t.id for t in shipped_tasks() if t.difficulty == "hard" and "run" in t.policy.forbidden),
+    "hard/disk_full-disk-export+missing_index-db-idx_orders_customer",  # the disk fills after the other fault
 ])
 def test_herring_and_two_fault_tasks_are_solved(sre_env, task_id: str) -> None:
     _, info = sre_env.reset(seed=1, options={"task_id": task_id})
