@@ -1,9 +1,9 @@
 """Run one episode of an env with a text-level policy and record it as an `Episode`.
 
 The synchronous, one-episode-at-a-time path: `run_episode` for tests, notebooks
-and env debugging, `continue_episode` for `agentgym replay --from-turn`
-branches. The concurrent, token-accurate path (`agentgym rollout`, training)
-is `agentgym.collector`.
+and env debugging. The concurrent, token-accurate path (`agentgym rollout`,
+training, replay and branching) is `agentgym.collector`; both type an episode's
+ending the same way (`Episode.end`, `agentgym.trajectory.step_ending`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentgym.core import AgentEnv, Message
 from agentgym.errors import ConfigError, EnvInfraError
 from agentgym.policy.simple import ActionFn
 from agentgym.registration import DEFAULT_MAX_TURNS
-from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, step_ending
 
 
 def conversation(system_prompt: str, turns: list[Turn], observation: str) -> list[Message]:
@@ -55,14 +55,14 @@ def run_episode(
         return _infra_truncated(episode, f"env.reset: {exc.reason}", exc.kind)
     except Exception as exc:
         return _failed(episode, f"env.reset raised {exc!r}")
-    return continue_episode(env, policy, episode, observation, max_turns)
+    return _play(env, policy, episode, observation, max_turns)
 
 
-def continue_episode(env: Any, policy: ActionFn, episode: Episode, observation: str, max_turns: int) -> Episode:
-    """Let `policy` play `episode` on from `observation` until the env ends it or `max_turns` is reached.
+def _play(env: Any, policy: ActionFn, episode: Episode, observation: str, max_turns: int) -> Episode:
+    """Let `policy` play `episode` from `observation` until the env ends it or `max_turns` is reached.
 
-    The turns already in `episode` are the conversation so far (a branch copies its parent's prefix).
-    A `ConfigError` from the policy (e.g. `solver` on an env without one) propagates: it is the user's.
+    Endings are typed as the collector types them (`Episode.end`, `step_ending`). A `ConfigError`
+    from the policy (e.g. `solver` on an env without one) propagates: it is the user's.
     """
     system_prompt = getattr(env.unwrapped, "system_prompt", "")
     for index in range(episode.num_turns, max_turns):
@@ -86,32 +86,21 @@ def continue_episode(env: Any, policy: ActionFn, episode: Episode, observation: 
         turn.reward, turn.terminated, turn.truncated = float(reward), bool(terminated), bool(truncated)
         turn.info = dict(info)
         turn.timings = {"generate_s": generated - started, "env_s": time.perf_counter() - generated}
-        if terminated or truncated:
+        if (ending := step_ending(bool(terminated), bool(truncated), turn.info)) is not None:
             turn.info.setdefault("next_observation", observation)
-            if truncated:
-                episode.status = EpisodeStatus.TRUNCATED
-                episode.error = str(info.get("truncation_reason", "truncated by the env"))
-            return episode.finish()
-    episode.status, episode.failure = EpisodeStatus.TRUNCATED, Failure.MODEL
-    episode.error = f"turn limit of {max_turns} reached"
-    if episode.turns:
-        episode.turns[-1].truncated = True
-        episode.turns[-1].info.setdefault("next_observation", observation)
-    return episode.finish()
+            return episode.end(*ending, observation)
+    return episode.end(EpisodeStatus.TRUNCATED, f"turn limit of {max_turns} reached", Failure.MODEL, observation)
 
 
 def _failed(episode: Episode, reason: str) -> Episode:
     """An infrastructure failure (the env or the policy broke), with its reason."""
-    episode.status, episode.failure, episode.error = EpisodeStatus.ERROR, Failure.INFRA, reason
     if episode.turns and not episode.turns[-1].info:
         episode.turns[-1].info = {"error": reason}
-    return episode.finish()
+    return episode.end(EpisodeStatus.ERROR, reason, Failure.INFRA)
 
 
 def _infra_truncated(episode: Episode, reason: str, kind: str) -> Episode:
     """The env reported that its backend broke (`EnvInfraError`): truncated, the infrastructure's fault."""
-    episode.status, episode.failure, episode.error = EpisodeStatus.TRUNCATED, Failure.INFRA, reason
     if episode.turns:
-        episode.turns[-1].truncated = True
         episode.turns[-1].info.update(infra_error=reason, infra_kind=kind)
-    return episode.finish()
+    return episode.end(EpisodeStatus.TRUNCATED, reason, Failure.INFRA)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -109,6 +110,20 @@ class Episode:
     def num_action_tokens(self) -> int:
         return sum(len(t.action_ids) for t in self.turns)
 
+    def end(self, status: EpisodeStatus, reason: str | None = None, failure: Failure | None = None,
+            last_observation: str | None = None) -> Episode:
+        """End the episode with `status`, whose fault it was and why (the collector and `run_episode` alike).
+
+        A truncated episode's last turn is marked truncated and keeps the observation it led to.
+        """
+        self.status, self.error, self.failure = status, reason, failure
+        self.metadata["termination"] = reason or str(status)
+        if status == EpisodeStatus.TRUNCATED and self.turns:
+            self.turns[-1].truncated = True
+            if last_observation is not None:
+                self.turns[-1].info.setdefault("next_observation", last_observation)
+        return self.finish()
+
     def finish(self, terminal_score: float | None = None) -> Episode:
         """Set `total_reward` from the turns (or from `terminal_score`) and return self."""
         self.total_reward = float(terminal_score) if terminal_score is not None else float(
@@ -137,3 +152,72 @@ class Episode:
             messages.append({"role": "user", "content": turn.observation})
             messages.append({"role": "assistant", "content": turn.action_text})
         return messages
+
+
+def step_ending(terminated: bool, truncated: bool, info: dict[str, Any]) -> tuple[EpisodeStatus, str | None,
+                                                                               Failure | None] | None:
+    """How an env step ends the episode, or None when it goes on.
+
+    The env ending it is complete; the env truncating it is the model's outcome (it ran out of the
+    env's own budget), with the env's `truncation_reason`.
+    """
+    if truncated:
+        return EpisodeStatus.TRUNCATED, str(info.get("truncation_reason", "truncated by the env")), Failure.MODEL
+    if terminated:
+        return EpisodeStatus.COMPLETE, None, None
+    return None
+
+
+# ---- where two records of an episode part ways -----------------------------------------------------
+
+#: what two records of a turn are compared on, in this order; the first field that differs is where they part.
+#: One definition for `agentgym replay` (record vs re-execution), branching (a replayed prefix must match
+#: the parent) and the viewer's / `episodes diff` comparison of two episodes.
+COMPARED_FIELDS = ("observation", "action_text", "reward", "terminated", "truncated")
+
+
+@dataclass(frozen=True)
+class TurnDifference:
+    """The first turn at which two records differ, and in what."""
+
+    turn: int
+    field: str  #: one of COMPARED_FIELDS; "length" when one record ends earlier; "error" when a replay raised
+    a: Any  #: the first record's value (the recorded one, for a replay)
+    b: Any  #: the second record's value (the replayed one)
+
+    def describe(self, a_name: str = "recorded", b_name: str = "replayed") -> str:
+        if self.field == "length":
+            return f"turn {self.turn}: only one episode has this turn (lengths {self.a} and {self.b})"
+        return f"turn {self.turn}: {self.field} differs ({a_name} {_short(self.a)}, {b_name} {_short(self.b)})"
+
+
+def same_value(field: str, x: Any, y: Any) -> bool:
+    """Equal, with rewards compared as floats up to rounding."""
+    if field == "reward":
+        return math.isclose(float(x), float(y), rel_tol=1e-9, abs_tol=1e-12)
+    return x == y
+
+
+def turn_difference(a: Turn, b: Turn, fields: tuple[str, ...] = COMPARED_FIELDS) -> TurnDifference | None:
+    """The first of `fields` in which turns `a` and `b` differ."""
+    for name in fields:
+        x, y = getattr(a, name), getattr(b, name)
+        if not same_value(name, x, y):
+            return TurnDifference(a.index, name, x, y)
+    return None
+
+
+def first_difference(a: list[Turn], b: list[Turn], fields: tuple[str, ...] = COMPARED_FIELDS,
+                     ) -> TurnDifference | None:
+    """Where two turn lists first differ (a field, else their length); None when they match."""
+    for ta, tb in zip(a, b, strict=False):
+        if (found := turn_difference(ta, tb, fields)) is not None:
+            return found
+    if len(a) != len(b):
+        return TurnDifference(min(len(a), len(b)), "length", len(a), len(b))
+    return None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

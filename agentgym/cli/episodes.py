@@ -108,4 +108,4 @@ def diff(
     if divergence is None:
         console.print("[green]identical[/]: every turn matches", highlight=False)
     else:
-        console.print(f"[bold red]first divergence[/] at {divergence.describe()}", highlight=False)
+        console.print(f"[bold red]first divergence[/] at {divergence.describe('A', 'B')}", highlight=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import random
 import statistics
@@ -13,8 +12,7 @@ from dataclasses import dataclass
 import typer
 from rich.table import Table
 
-from agentgym.branch_policy import branch_with_policy
-from agentgym.branch_replay import BranchRequest, branch_episode, recorded_env_kwargs
+from agentgym.branching import BranchPlan, branch, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
 from agentgym.cli.policy_options import (
     CHAT_TOOLS,
@@ -32,7 +30,7 @@ from agentgym.policy.spec import PolicySpec, parse_policy
 from agentgym.registration import make, registry, resolve_turn_limit, turn_limit
 from agentgym.replay import replay as replay_episode
 from agentgym.store import TrajectoryStore
-from agentgym.trajectory import Episode, new_id
+from agentgym.trajectory import Episode, first_difference, new_id
 
 
 def register(app: typer.Typer) -> None:
@@ -175,7 +173,7 @@ def replay(
     if from_turn is not None:
         options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                                  seed=policy_seed, chat_tools=chat_tools, tokenizer=tokenizer)
-        request = BranchRequest(episode_id=episode_id, from_turn=from_turn, policy=policy, seed=policy_seed,
+        request = BranchPlan(episode_id=episode_id, from_turn=from_turn, policy=policy, seed=policy_seed,
                                 env_kwargs=parse_json_option(env_kwargs, "--env-kwargs"))
         _branch(store, request, branches, options)
         return
@@ -197,33 +195,27 @@ def replay(
     console.print(f"[bold green]replay matches[/]: {episode.num_turns} turns reproduced exactly")
 
 
-def _branch(store: str, request: BranchRequest, k: int, options: PolicyOptions) -> None:
-    """`replay --from-turn`: store `k` child episodes that a policy continues from turn `request.from_turn`."""
-    parsed = parse_policy(request.policy)
+def _branch(store: str, plan: BranchPlan, k: int, options: PolicyOptions) -> None:
+    """`replay --from-turn`: store `k` child episodes that a policy continues from turn `plan.from_turn`."""
     db = open_store(store, create=False)
-    parent = db.get(request.episode_id)
-    if parsed.is_model:
-        children = asyncio.run(_model_branches(db, request, parsed, options, k))
-    else:
-        children = [branch_episode(db, dataclasses.replace(request, seed=request.seed + i)) for i in range(k)]
-    console.print(f"replayed turns 0..{request.from_turn - 1} of {parent.id} (observations match), then "
-                  f"{request.policy} played {k} continuation{'s' if k != 1 else ''}", highlight=False)
-    table = Table(title=f"branches of {parent.id} at turn {request.from_turn} (parent reward {parent.total_reward:g})")
+    parent = db.get(plan.episode_id)
+    children = asyncio.run(_branches(db, plan, options, k))
+    console.print(f"replayed turns 0..{plan.from_turn - 1} of {parent.id} (every turn matches the record), then "
+                  f"{plan.policy} played {k} continuation{'s' if k != 1 else ''}", highlight=False)
+    table = Table(title=f"branches of {parent.id} at turn {plan.from_turn} (parent reward {parent.total_reward:g})")
     table.add_column("child episode", no_wrap=True, min_width=32)  # ids are for copying: never cut
     for col in ("status", "reward", "turns", "differs from parent at"):
         table.add_column(col)
     for child in children:
-        divergence = next((t.index for t, p in zip(child.turns, parent.turns, strict=False)
-                           if t.action_text != p.action_text), None)
+        differs = first_difference(parent.turns, child.turns, fields=("action_text",))
         table.add_row(child.id, str(child.status), f"{child.total_reward:g}", str(child.num_turns),
-                      "none" if divergence is None else f"turn {divergence}")
+                      "none" if differs is None else f"turn {differs.turn}")
     console.print(table)
 
 
-async def _model_branches(db: TrajectoryStore, request: BranchRequest, parsed: PolicySpec, options: PolicyOptions,
-                          k: int) -> list[Episode]:
-    opened = await open_policy(parsed, options)
+async def _branches(db: TrajectoryStore, plan: BranchPlan, options: PolicyOptions, k: int) -> list[Episode]:
+    opened = await open_policy(plan.policy, options)
     try:
-        return await branch_with_policy(db, request, opened, k)
+        return await branch(db, plan, opened, k)
     finally:
         await opened.aclose()

@@ -3,10 +3,10 @@
 See `agentgym.collector.collector` for the tour.
 """
 
-from agentgym.collector.branching import BranchError
 from agentgym.collector.collector import Collector, Group
 from agentgym.collector.config import CollectorConfig, CollectResult, Task
 from agentgym.collector.faults import EpisodeFault
+from agentgym.collector.replay import BranchError
 from agentgym.collector.turns import DynamicTurns, FixedTurns, TurnControl, making_progress
 
 __all__ = ["BranchError", "CollectResult", "Collector", "CollectorConfig", "DynamicTurns", "EpisodeFault",

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.collector import branching
+from agentgym.collector import replay as replaying
 from agentgym.collector.config import CollectorConfig, CollectResult, Task
 from agentgym.collector.faults import (
     EpisodeFault,
@@ -47,7 +47,7 @@ from agentgym.errors import ConfigError
 from agentgym.policy.base import Backend, BackendError, Completion, GenerationRequest
 from agentgym.policy.scripted import ScriptedBackend
 from agentgym.tokens import TRAIN_ON, ChatFormat
-from agentgym.trajectory import Episode, EpisodeStatus, Failure, new_id
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, TurnDifference, new_id
 
 log = logging.getLogger("agentgym.collector")
 _EXHAUSTED = object()
@@ -139,7 +139,7 @@ class Collector:
         for _ in range(k):
             env = await self._acquire_env()
             snapshot = self._snapshots.get(episode.id, {}).get(turn)
-            observation = await branching.restore(env, episode, turn, snapshot, self._env_call)
+            observation = await replaying.restore(env, episode, turn, snapshot, self._env_call)
             parent = self._attach(EpisodeRun(episode, stop_ids=self._stop_ids), env)
             child = parent.fork(turn, Episode(
                 run_id=episode.run_id, env_id=episode.env_id, task_id=episode.task_id, seed=episode.seed,
@@ -152,6 +152,20 @@ class Collector:
         group = Group(episode.group_id, Task(episode.task_id, episode.seed), children)
         result = await self._run([group], target=None)
         return result.episodes
+
+    async def replay(self, episode: Episode) -> TurnDifference | None:
+        """Re-execute `episode`'s recorded actions on a fresh env; the first turn that differs, or None.
+
+        The same engine as `branch` (`agentgym.collector.replay`), run over every turn.
+        """
+        env = await self._acquire_env()
+        try:
+            await replaying.replay_turns(env, episode, episode.num_turns, self._env_call)
+        except replaying.BranchError as exc:
+            return exc.difference or TurnDifference(0, "error", "a replay", str(exc))
+        finally:
+            await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
+        return None
 
     def forget(self, episode_id: str) -> None:
         """Drop the snapshots kept for `episode_id`."""

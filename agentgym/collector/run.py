@@ -24,7 +24,7 @@ from typing import Any
 from agentgym.core import Message
 from agentgym.policy.base import Completion, FinishReason, GenerationRequest, SamplingParams
 from agentgym.tokens import ChatFormat, check_episode
-from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, step_ending
 
 
 def stable_seed(*parts: object) -> int:
@@ -122,26 +122,16 @@ class EpisodeRun:
         turn.info.update(info)
         turn.timings["env_s"] = seconds
         self.observation = observation
-        if terminated or truncated:
+        if (ending := step_ending(terminated, truncated, info)) is not None:
             turn.info.setdefault("next_observation", observation)
-            if truncated:
-                self.end(EpisodeStatus.TRUNCATED, str(info.get("truncation_reason", "truncated by the env")),
-                         Failure.MODEL)
-            else:
-                self.end(EpisodeStatus.COMPLETE)
+            self.end(*ending)
 
     # ---- endings ----------------------------------------------------------------
     def end(self, status: EpisodeStatus, reason: str | None = None, failure: Failure | None = None) -> None:
         """Finish the episode with `status` (and whose fault, and why)."""
         self.finished = True
         self.open_turn = None
-        ep = self.episode
-        ep.status, ep.error, ep.failure = status, reason, failure
-        ep.metadata["termination"] = reason or str(status)
-        if status == EpisodeStatus.TRUNCATED and ep.turns:
-            ep.turns[-1].truncated = True
-            ep.turns[-1].info.setdefault("next_observation", self.observation)
-        ep.finish()
+        self.episode.end(status, reason, failure, self.observation)
 
     def pause(self) -> None:
         """Mark the episode partial: unfinished, kept with everything it has, to be resumed."""

@@ -59,8 +59,8 @@ class OpenedPolicy:
 
     def record(self) -> dict[str, Any]:
         """What each episode stores about its policy."""
-        record: dict[str, Any] = {**self.spec.to_dict(), "version": self.backend.version,
-                                  "sampling": dataclasses.asdict(self.sampling)}
+        sampling = {**dataclasses.asdict(self.sampling), "stop": list(self.sampling.stop)}  # as JSON stores it
+        record: dict[str, Any] = {**self.spec.to_dict(), "version": self.backend.version, "sampling": sampling}
         if self.location is not None:
             record["checkpoint"] = self.location.describe()
         if isinstance(self.backend, _OpenAI) and self.backend.model:

@@ -29,7 +29,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentgym.branch_replay import BranchError, BranchRequest, branch_episode
+from agentgym.branching import BranchError, BranchPlan, branch_episode
 from agentgym.errors import AgentGymError, ConfigError, StoreError, UnknownEnvError, require
 from agentgym.registration import registry
 from agentgym.store import EpisodeFilter, TrajectoryStore
@@ -213,7 +213,7 @@ def create_app(store: TrajectoryStore) -> Any:
         if row is None:
             raise NotFound(_missing(episode_id, store_label))
         choice = parse_replay_form(form, row["num_turns"])
-        request_ = BranchRequest(episode_id=episode_id, from_turn=choice.from_turn, policy=choice.policy,
+        request_ = BranchPlan(episode_id=episode_id, from_turn=choice.from_turn, policy=choice.policy,
                                  seed=choice.seed)
         try:
             child = await run_in_threadpool(branch_episode, store, request_)

@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.trajectory import Turn, first_difference
+
 #: pale, distinguishable backgrounds for anchor states (cycled)
 ANCHOR_COLOURS = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc", "#d9f99d",
                   "#fecaca", "#e9d5ff")
@@ -115,8 +117,13 @@ def build_tree(root_id: str, rows: list[dict[str, Any]], turns: dict[str, list[d
 
 
 def _first_different_action(parent: list[dict[str, Any]], child: list[dict[str, Any]]) -> int | None:
-    """The first turn index where the child's action differs from the parent's, or one of them has ended."""
-    for a, b in zip(parent, child, strict=False):
-        if a["action_text"] != b["action_text"]:
-            return int(b["index"])
-    return None if len(parent) == len(child) else min(len(parent), len(child))
+    """The first turn index where the child's action differs from the parent's, or one of them has ended.
+
+    `agentgym.trajectory.first_difference` on the actions (the tree compares what the policies did).
+    """
+    found = first_difference([_turn(t) for t in parent], [_turn(t) for t in child], fields=("action_text",))
+    return None if found is None else found.turn
+
+
+def _turn(row: dict[str, Any]) -> Turn:
+    return Turn(index=int(row["index"]), action_text=row["action_text"])

@@ -10,8 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agentgym.trajectory import Episode, Turn
-from agentgym.viewer.diff import Divergence
+from agentgym.trajectory import Episode, Turn, TurnDifference
 from agentgym.viewer.media import find_images
 from agentgym.viewer.tokens import TokenDecoder
 
@@ -121,7 +120,7 @@ def _diff_cell(turn: Turn | None, highlight: str | None) -> Text:
     return cell
 
 
-def diff_table(a: Episode, b: Episode, divergence: Divergence | None) -> Table:
+def diff_table(a: Episode, b: Episode, divergence: TurnDifference | None) -> Table:
     """Both episodes turn by turn (observation, then → action); the first differing turn is marked."""
     table = Table(title=f"{a.env_id} task {a.task_id}", show_lines=True, expand=True)
     table.add_column("", width=1, style="bold red")

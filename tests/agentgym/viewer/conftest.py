@@ -22,7 +22,7 @@ import pytest
 
 import agentgym
 from agentgym import Episode, TrajectoryStore, make
-from agentgym.branch_replay import BranchRequest, branch_episode
+from agentgym.branching import BranchPlan, branch_episode
 from agentgym.policy.simple import resolve_policy
 from agentgym.rollout import run_episode
 from tests.helpers.counter_env import CounterEnv
@@ -145,8 +145,8 @@ def build_viewer_store(directory: Path) -> ViewerStore:
     store.put_many(out.counter)
 
     root = next(e for e in out.maze if e.num_turns >= 6 and e.total_reward == 0)
-    child = branch_episode(store, BranchRequest(root.id, from_turn=2, policy="solver"))
-    grandchild = branch_episode(store, BranchRequest(child.id, from_turn=4, policy="random", seed=1))
+    child = branch_episode(store, BranchPlan(root.id, from_turn=2, policy="solver"))
+    grandchild = branch_episode(store, BranchPlan(child.id, from_turn=4, policy="random", seed=1))
     out.tree_root, out.branches = root.id, [child.id, grandchild.id]
 
     orphan = Episode(run_id="old-run", env_id="Retired-v3", task_id="t-1", seed=0, total_reward=0.5,

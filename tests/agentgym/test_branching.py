@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentgym import Episode, TrajectoryStore, make
-from agentgym.branch_replay import BranchError, BranchRequest, branch_episode
+from agentgym.branching import BranchError, BranchPlan, branch_episode
 from agentgym.errors import ConfigError, UnknownEnvError
 from agentgym.policy.simple import resolve_policy
 from agentgym.rollout import run_episode
@@ -30,7 +30,7 @@ def store(store_url) -> TrajectoryStore:
 def test_child_copies_the_prefix_and_the_solver_finishes_the_task(store):
     parent = stored_random_maze(store)
     assert parent.total_reward == 0 and parent.num_turns == 12
-    child = branch_episode(store, BranchRequest(parent.id, from_turn=4, policy="solver"))
+    child = branch_episode(store, BranchPlan(parent.id, from_turn=4, policy="solver"))
     assert (child.parent_id, child.branch_turn, child.env_id, child.task_id, child.seed) == (
         parent.id, 4, parent.env_id, parent.task_id, parent.seed)
     assert [t.to_dict() for t in child.turns[:4]] == [t.to_dict() for t in parent.turns[:4]]
@@ -45,15 +45,15 @@ def test_child_copies_the_prefix_and_the_solver_finishes_the_task(store):
 
 def test_branch_at_turn_zero_starts_from_the_reset_observation(store):
     parent = stored_random_maze(store, turns=3)
-    child = branch_episode(store, BranchRequest(parent.id, from_turn=0, policy="solver"))
+    child = branch_episode(store, BranchPlan(parent.id, from_turn=0, policy="solver"))
     assert child.turns[0].observation == parent.turns[0].observation
     assert child.total_reward == 1.0
 
 
 def test_branches_of_branches_replay_their_own_copied_prefix(store):
     parent = stored_random_maze(store)
-    child = branch_episode(store, BranchRequest(parent.id, from_turn=3, policy="random", seed=5))
-    grandchild = branch_episode(store, BranchRequest(child.id, from_turn=child.num_turns - 1, policy="solver"))
+    child = branch_episode(store, BranchPlan(parent.id, from_turn=3, policy="random", seed=5))
+    grandchild = branch_episode(store, BranchPlan(child.id, from_turn=child.num_turns - 1, policy="solver"))
     assert grandchild.parent_id == child.id
     assert [t.action_text for t in grandchild.turns[:3]] == [t.action_text for t in parent.turns[:3]]
 
@@ -63,7 +63,7 @@ def test_a_record_the_env_no_longer_reproduces_is_refused_with_the_turn(store):
     parent.turns[2].observation = "a different world"
     store.put(parent)
     with pytest.raises(BranchError, match=r"diverged at turn 2: observation"):
-        branch_episode(store, BranchRequest(parent.id, from_turn=5, policy="solver"))
+        branch_episode(store, BranchPlan(parent.id, from_turn=5, policy="solver"))
     assert store.count(parent_id=parent.id) == 0
 
 
@@ -76,19 +76,19 @@ def test_a_nondeterministic_env_is_caught_while_replaying(store):
     store.put(parent)
     assert parent.num_turns == 5
     with pytest.raises(BranchError, match="diverged at turn 3: observation .* not deterministic"):
-        branch_episode(store, BranchRequest(parent.id, from_turn=4, policy="solver"))
+        branch_episode(store, BranchPlan(parent.id, from_turn=4, policy="solver"))
 
 
 def test_bad_turns_policies_and_envs_are_named(store):
     parent = stored_random_maze(store, turns=4)
     with pytest.raises(BranchError, match=r"turns 0\.\.3"):
-        branch_episode(store, BranchRequest(parent.id, from_turn=4, policy="solver"))
+        branch_episode(store, BranchPlan(parent.id, from_turn=4, policy="solver"))
     with pytest.raises(ConfigError, match="unknown policy"):
-        branch_episode(store, BranchRequest(parent.id, from_turn=1, policy="oracle"))
+        branch_episode(store, BranchPlan(parent.id, from_turn=1, policy="oracle"))
     orphan = Episode(env_id="Retired-v9", task_id="x", turns=[parent.turns[0]])
     store.put(orphan)
     with pytest.raises(UnknownEnvError, match="Retired-v9"):
-        branch_episode(store, BranchRequest(orphan.id, from_turn=0, policy="random"))
+        branch_episode(store, BranchPlan(orphan.id, from_turn=0, policy="random"))
 
 
 def test_env_kwargs_come_from_the_run_config(store):
@@ -97,5 +97,5 @@ def test_env_kwargs_come_from_the_run_config(store):
     parent = run_episode(env, resolve_policy("random", seed=1), env_id="Maze-v0", task_id="easy-2", seed=1,
                          max_turns=5, run_id="grid-run")
     store.put(parent)
-    child = branch_episode(store, BranchRequest(parent.id, from_turn=3, policy="solver"))
+    child = branch_episode(store, BranchPlan(parent.id, from_turn=3, policy="solver"))
     assert "Open moves:" in child.turns[3].observation
