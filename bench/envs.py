@@ -15,6 +15,11 @@ solver's action is computed outside the clock). Keys:
 - ``tools_steps_per_s``: Tools-v0 with its Python tools;
 - ``tools_mcp_steps_per_s``: Tools-v0 calling mcp-server-time over stdio
   (``null`` when the server is not installed);
+- ``code_steps_per_s``: Code-v0 (write the reference, run the visible tests,
+  submit to the grading sandbox) on Docker sandboxes;
+- ``code_start_cold_ms_p50`` / ``code_start_warm_ms_p50`` / ``code_start_warm_ms_p90``:
+  Code-v0 ``reset`` latency with no idle sandbox (a container is started) and
+  from the warm pool (an idle, already reset sandbox); ``null`` without Docker;
 - ``*_ratio_to_maze``: each figure over the maze's, measured in the same run;
 - ``sre_*`` (with ``--sre``): SRE-v0's image build, task start cold and warm, steps/s and 32
   concurrent episodes (8 with ``--quick``); see bench/envs_sre.py.
@@ -76,6 +81,41 @@ def measure(env_id: str, steps: int, **kwargs: Any) -> float | None:
         env.close()
 
 
+def code_start_latency(cold: int, warm: int) -> dict[str, float | None]:
+    """Code-v0 reset latency in ms: cold (the pools closed first, so a container starts) and warm (from the pool)."""
+    import statistics
+
+    from agentgym.envs.code import pools
+
+    try:
+        env = agentgym.make("Code-v0")
+    except (agentgym.AgentGymError, ImportError) as exc:
+        print(f"skipping Code-v0 start latency: {exc}", file=sys.stderr)
+        return {"code_start_cold_ms_p50": None, "code_start_warm_ms_p50": None, "code_start_warm_ms_p90": None}
+    tasks, cold_ms, warm_ms = env.unwrapped.task_ids(), [], []
+    try:
+        for i in range(cold + warm):
+            if i < cold:
+                env.unwrapped._release_sandbox()
+                pools.close_all()
+            else:
+                pool = pools.shared_pool(env.unwrapped._workspace_key, env.unwrapped.pool_size)
+                deadline = time.monotonic() + 30
+                while pool.idle == 0 and time.monotonic() < deadline:  # the released sandbox is being reset
+                    time.sleep(0.005)
+            start = time.perf_counter()
+            env.reset(seed=i, options={"task_id": tasks[i % len(tasks)]})
+            (cold_ms if i < cold else warm_ms).append((time.perf_counter() - start) * 1000)
+            env.unwrapped._release_sandbox()
+    except Exception as exc:  # a bench reports what it could measure
+        print(f"skipping Code-v0 start latency: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return {"code_start_cold_ms_p50": None, "code_start_warm_ms_p50": None, "code_start_warm_ms_p90": None}
+    finally:
+        env.close()
+    return {"code_start_cold_ms_p50": statistics.median(cold_ms), "code_start_warm_ms_p50": statistics.median(warm_ms),
+            "code_start_warm_ms_p90": statistics.quantiles(warm_ms, n=10)[-1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -91,11 +131,13 @@ def main() -> None:
                                             url=args.postgres_url),
         "tools_steps_per_s": measure("Tools-v0", steps),
         "tools_mcp_steps_per_s": measure("Tools-v0", steps // 4, task_sets=["timezones"]),
+        "code_steps_per_s": measure("Code-v0", steps // 20),
     }
     maze = results["maze_steps_per_s"]
     for key in [k for k in results if k != "maze_steps_per_s"]:
         value = results[key]
         results[key.replace("_steps_per_s", "_ratio_to_maze")] = value / maze if value and maze else None
+    results.update(code_start_latency(cold=3 if args.quick else 10, warm=20 if args.quick else 100))
     results["steps_measured"] = steps
     if args.sre:
         from envs_sre import measure as measure_sre
@@ -115,6 +157,12 @@ def main() -> None:
             table.add_row(key.removesuffix("_steps_per_s"), "n/a" if value is None else f"{value:,.0f}",
                           "1.00" if key.startswith("maze") else ("n/a" if ratio is None else f"{ratio:.3f}"))
     Console().print(table)
+    latency = Table(title="Code-v0 episode start (reset) latency, ms")
+    for col in ("cold p50", "warm-pool p50", "warm-pool p90"):
+        latency.add_column(col)
+    latency.add_row(*("n/a" if results[k] is None else f"{results[k]:.1f}" for k in
+                      ("code_start_cold_ms_p50", "code_start_warm_ms_p50", "code_start_warm_ms_p90")))
+    Console().print(latency)
     if args.sre:
         Console().print({k: v for k, v in results.items() if k.startswith("sre_")})
 

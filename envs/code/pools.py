@@ -9,6 +9,8 @@ for too long) is the infrastructure's fault and raises `EnvInfraError`.
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass
 
 from agentgym.sandboxes import Limits, Pool, Sandbox
@@ -27,7 +29,11 @@ class PoolKey:
 
 
 _POOLS: dict[PoolKey, Pool] = {}
+_LEASED: Counter[PoolKey] = Counter()
 _LOCK = threading.Lock()
+#: How long `acquire` waits for a released sandbox to finish its reset before starting a new container
+#: (a reset takes milliseconds, a container start hundreds of them).
+RESET_WAIT_S = 0.5
 
 
 def shared_pool(key: PoolKey, size: int) -> Pool:
@@ -44,8 +50,12 @@ def shared_pool(key: PoolKey, size: int) -> Pool:
 
 def acquire(key: PoolKey, size: int, timeout_s: float) -> Sandbox:
     """A clean sandbox of the pool for `key`, or `EnvInfraError` saying why there is none."""
+    pool = shared_pool(key, size)
+    deadline = time.monotonic() + RESET_WAIT_S
+    while pool.idle == 0 and pool.live > _LEASED[key] and time.monotonic() < deadline:
+        time.sleep(0.001)  # a released sandbox is being reset: it is ready sooner than a new container
     try:
-        return shared_pool(key, size).acquire(timeout=timeout_s)
+        sandbox = pool.acquire(timeout=timeout_s)
     except TimeoutError as exc:
         raise EnvInfraError(f"no {key.role} sandbox of {key.image} became free within {timeout_s:g}s "
                             f"(pool size {size}); raise pool_size or lower the number of parallel episodes",
@@ -53,11 +63,16 @@ def acquire(key: PoolKey, size: int, timeout_s: float) -> Sandbox:
     except sandboxes.SandboxError as exc:
         raise EnvInfraError(f"could not start a {key.role} sandbox of {key.image}: {exc}",
                             kind="sandbox_unavailable") from exc
+    with _LOCK:
+        _LEASED[key] += 1
+    return sandbox
 
 
 def release(key: PoolKey, sandbox: Sandbox) -> None:
     """Give a sandbox back to its pool (reset, or replaced when it died), or close it when the pool is gone."""
     pool = _POOLS.get(key)
+    with _LOCK:
+        _LEASED[key] = max(0, _LEASED[key] - 1)
     try:
         if pool is None:
             sandbox.close()
@@ -77,6 +92,7 @@ def close_all() -> None:
     with _LOCK:
         pools = list(_POOLS.values())
         _POOLS.clear()
+        _LEASED.clear()
     for pool in pools:
         pool.close()
 
