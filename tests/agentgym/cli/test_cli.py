@@ -39,7 +39,7 @@ def builtin_env_ids() -> list[str]:
         saved.load_plugins()
 
 
-NEEDS_DOCKER = {"SRE-v0"}  # runs a live system in a container per episode
+NEEDS_DOCKER = {"SRE-v0", "Code-v0"}  # a live system / a sandbox in a container per episode
 
 
 @pytest.mark.parametrize("env_id", [pytest.param(e, marks=pytest.mark.docker) if e in NEEDS_DOCKER else e
