@@ -67,13 +67,13 @@ def fingerprint_text(text: str) -> str:
     return hashlib.sha256(normalise_text(text).encode("utf-8")).hexdigest()[:16]
 
 
-def _remember_observation(method, position: int):
+def _remember_observation(method):
     """Wrap a subclass's reset/step so the base class sees the last observation."""
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         result = method(self, *args, **kwargs)
-        if isinstance(result, tuple) and len(result) > position and isinstance(result[0], str):
+        if isinstance(result, tuple) and result and isinstance(result[0], str):
             self._last_observation = result[0]
         return result
 
@@ -105,7 +105,7 @@ class AgentEnv(gym.Env[str, str]):
         for name in ("reset", "step"):
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "__agentgym_wrapped__", False):
-                setattr(cls, name, _remember_observation(method, 0))
+                setattr(cls, name, _remember_observation(method))
 
     def __init__(self, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:

@@ -147,11 +147,21 @@ class Episode:
 
     def to_messages(self, system_prompt: str = "") -> list[dict[str, str]]:
         """The conversation as chat messages: system, then user observation / assistant action pairs."""
-        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        for turn in self.turns:
-            messages.append({"role": "user", "content": turn.observation})
-            messages.append({"role": "assistant", "content": turn.action_text})
-        return messages
+        return chat_messages(system_prompt, self.turns)
+
+
+def chat_messages(system_prompt: str, turns: list[Turn], observation: str | None = None) -> list[dict[str, str]]:
+    """System prompt, then each turn's observation (user) and action (assistant); then `observation`, if given.
+
+    What a text-level policy sees before acting on `observation`, and what SFT renders a demonstration as.
+    """
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for turn in turns:
+        messages.append({"role": "user", "content": turn.observation})
+        messages.append({"role": "assistant", "content": turn.action_text})
+    if observation is not None:
+        messages.append({"role": "user", "content": observation})
+    return messages
 
 
 def step_ending(terminated: bool, truncated: bool, info: dict[str, Any]) -> tuple[EpisodeStatus, str | None,

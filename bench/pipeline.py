@@ -6,7 +6,7 @@
 
 Real: the collector (`agentgym.collector.Collector`), the data manager
 (`agentgym.data.DataManager`: backpressure, staleness bound, meters), the
-rollout driver (`trainer.rollouts.RolloutDriver`) and the trainer's own loops
+rollout driver (`trainer.collection.RolloutDriver`) and the trainer's own loops
 (`trainer.loops.sync_loop` / `async_loop`, with their metrics rows and run
 log) over the run's one component bag (`trainer.parts.Components`). Both modes
 run the same code the `agentgym train` command runs.
@@ -195,9 +195,9 @@ def run_config(w: Workload, mode: str, output_dir: str) -> TrainConfig:
 
 def build(cfg: TrainConfig, w: Workload, step_s: float, seed: int, max_in_flight: int | None = None) -> Any:
     """The run's components as `trainer.components.build_components` wires them, with simulated model parts."""
+    from agentgym.trainer.collection import RolloutDriver
     from agentgym.trainer.components import data_manager_kwargs
     from agentgym.trainer.parts import Components, PolicySide
-    from agentgym.trainer.rollouts import RolloutDriver
 
     backend = LongTailBackend(median_s=w.median_s, sigma=w.sigma, slots=w.in_flight, seed=seed)
     collector = Collector(OneTurnEnv, backend, None, concurrency=cfg.concurrency, max_turns=1, progress=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from agentgym.trainer.collection import RolloutDriver
 from agentgym.trainer.credit_models import CreditModels
 from agentgym.trainer.loss import LossConfig
 from agentgym.trainer.model import (
@@ -17,7 +18,6 @@ from agentgym.trainer.model import (
     trainable_parameters,
 )
 from agentgym.trainer.parts import Components, PolicySide
-from agentgym.trainer.rollouts import RolloutDriver
 from agentgym.trainer.update import PolicyUpdater, UpdateConfig
 from agentgym.trainer.value_head import Critic
 from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync

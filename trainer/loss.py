@@ -158,16 +158,6 @@ def clipped_surrogate(lp_cur: torch.Tensor, lp_old: torch.Tensor, advantages: to
     return loss, was_clipped.detach()
 
 
-def loglinear_proximal(lp_beh: torch.Tensor, lp_cur: torch.Tensor, v_beh: torch.Tensor | float,
-                       v_prox: torch.Tensor | float, v_cur: torch.Tensor | float) -> torch.Tensor:
-    """AReaL's cheap proximal: lp_old ~ lp_beh + alpha (lp_cur - lp_beh), alpha = (v_prox-v_beh)/(v_cur-v_beh)."""
-    v_beh_t = torch.as_tensor(v_beh, dtype=lp_beh.dtype)
-    span = torch.as_tensor(v_cur, dtype=lp_beh.dtype) - v_beh_t
-    alpha = torch.where(span > 0, (torch.as_tensor(v_prox, dtype=lp_beh.dtype) - v_beh_t) / span.clamp(min=1e-12),
-                        torch.ones_like(span))
-    return lp_beh + alpha * (lp_cur.detach() - lp_beh)
-
-
 # ---- the loss ----------------------------------------------------------------------------------
 
 def policy_loss(cfg: LossConfig, *, lp_cur: torch.Tensor, lp_old: torch.Tensor, advantages: torch.Tensor,

@@ -47,7 +47,7 @@ class Updater(Protocol):
 
 
 class Tally(Protocol):
-    """Outcomes of the episodes collected since the last take (`trainer.rollouts.CollectTally`)."""
+    """Outcomes of the episodes collected since the last take (`trainer.collection.CollectTally`)."""
 
     episodes: int
     successes: int
@@ -55,7 +55,7 @@ class Tally(Protocol):
 
 
 class BatchSource(Protocol):
-    """The collection side (`trainer.rollouts.RolloutDriver`): whole batches in sync mode, a producer in async."""
+    """The collection side (`trainer.collection.RolloutDriver`): whole batches in sync mode, a producer in async."""
 
     failures: list[BaseException]
     allocator: Any  #: TRACE's branch allocator (checkpointed), or None

@@ -64,6 +64,7 @@ class UpdateStats:
     entropy: float = 0.0
     clip_fraction: float = 0.0
     is_weight_mean: float = 1.0
+    is_dropped_fraction: float = 0.0  #: share of action tokens icepop/mask removed from the loss
     grad_norm: float = 0.0
     advantage_abs_mean: float = 0.0
     tokens: int = 0
@@ -181,7 +182,7 @@ class PolicyUpdater:
                 mini, old, ref = self._lay_out([ordered[i] for i in idx], [tensors[i] for i in idx])
                 logs += self._mini_batch(mini, old, ref if lp_ref else None, stats)
         total = sum(w for w, _ in logs) or 1.0
-        for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean"):
+        for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean", "is_dropped_fraction"):
             setattr(stats, name, sum(w * getattr(o, name) for w, o in logs) / total)
         stats.approx_kl_old = sum(k for _, k in self._drift) / (sum(n for n, _ in self._drift) or 1.0)
 

@@ -78,7 +78,7 @@ def show(
     """Print one episode turn by turn: observations, actions, rewards, token stats and advantages."""
     from agentgym.viewer.queries import run_config
     from agentgym.viewer.terminal import print_episode
-    from agentgym.viewer.tokens import find_decoder, model_dir_of
+    from agentgym.viewer.token_view import find_decoder, model_dir_of
 
     db = open_store(store, create=False)
     episode = db.get(episode_id)

@@ -27,9 +27,9 @@ def check(
     turn and any documented rewrite that explains it are printed). The
     collector always trains on the ids as sampled.
     """
+    from agentgym.context_tokens import check_template
     from agentgym.errors import require
     from agentgym.registration import make
-    from agentgym.tokens import check_template
 
     transformers = require("transformers", extra="train", what="agentgym tokens check")
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)

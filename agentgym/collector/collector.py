@@ -42,11 +42,11 @@ from agentgym.collector.faults import (
 )
 from agentgym.collector.progress import CollectProgress, Counters
 from agentgym.collector.run import EpisodeRun
+from agentgym.context_tokens import TRAIN_ON, ChatFormat
 from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError
 from agentgym.policy.base import Backend, BackendError, Completion, GenerationRequest
 from agentgym.policy.scripted import ScriptedBackend
-from agentgym.tokens import TRAIN_ON, ChatFormat
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, TurnDifference, new_id
 
 log = logging.getLogger("agentgym.collector")

@@ -21,9 +21,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.context_tokens import ChatFormat, check_episode
 from agentgym.core import Message
 from agentgym.policy.base import Completion, FinishReason, GenerationRequest, SamplingParams
-from agentgym.tokens import ChatFormat, check_episode
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, step_ending
 
 

@@ -22,7 +22,7 @@ from agentgym.credit.registry import (
     register_estimator,
 )
 from agentgym.credit.result import CreditResult
-from agentgym.credit.tokens import TokenAdvantages, flat_token_advantages, token_advantages
+from agentgym.credit.token_advantages import TokenAdvantages, flat_token_advantages, token_advantages
 from agentgym.credit.trace_alloc import BranchRequest, ObserveStats, RootRequest, TraceAllocator
 from agentgym.credit.trace_predict import BetaPosterior, Prefix, PrefixPredictor, SuccessPredictor
 

@@ -64,12 +64,6 @@ def segment_stats(values: np.ndarray, seg: np.ndarray, n_segments: int) -> Segme
     return SegmentStats(ref=ref, offset=offset, std=std, count=count)
 
 
-def segment_normalise(values: np.ndarray, seg: np.ndarray, n_segments: int, norm: Norm = "std",
-                      eps: float = EPS) -> np.ndarray:
-    """Normalise `values` [N] inside each segment (see `SegmentStats.normalise`); returns [N]."""
-    return segment_stats(values, seg, n_segments).normalise(values, seg, norm, eps)
-
-
 @dataclass(frozen=True, eq=False)
 class BackwardLevels:
     """Turn indices of a flat episode layout grouped by distance from their episode's end.

@@ -169,10 +169,6 @@ class Backend(abc.ABC):
 
         return await asyncio.to_thread(self.update_weights, weights, version=version)
 
-    def load_weights(self, weights: Any, *, version: int | None = None) -> int:
-        """Alias of `update_weights`."""
-        return self.update_weights(weights, version=version)
-
     def _bump_version(self, version: int | None) -> int:
         if version is not None and version < self.version:
             raise ConfigError(f"policy version must not go backwards: at {self.version}, asked for {version}")

@@ -37,7 +37,7 @@ from agentgym.viewer import charts, queries
 from agentgym.viewer.groups import build_tree, find_anchors, step_groups
 from agentgym.viewer.media import find_images, media_file
 from agentgym.viewer.params import ListParams, ViewerInputError, parse_list_params, parse_replay_form
-from agentgym.viewer.tokens import find_decoder, model_dir_of, token_view
+from agentgym.viewer.token_view import find_decoder, model_dir_of, token_view
 
 HERE = Path(__file__).parent
 log = logging.getLogger("agentgym.viewer")

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from agentgym.trajectory import Episode, Turn, TurnDifference
 from agentgym.viewer.media import find_images
-from agentgym.viewer.tokens import TokenDecoder
+from agentgym.viewer.token_view import TokenDecoder
 
 _STATUS_STYLE = {"complete": "green", "truncated": "yellow", "error": "red", "partial": "blue"}
 

@@ -63,10 +63,6 @@ class Toolbox:
                 self._schemas[name] = schema
                 self._routes[name] = server
 
-    @property
-    def has_servers(self) -> bool:
-        return bool(self.server_specs)
-
     def schemas(self) -> list[dict[str, Any]]:
         self.ensure_started()
         return list(self._schemas.values())

@@ -8,7 +8,7 @@ from agentgym import Episode, TrajectoryStore, make
 from agentgym.branching import BranchError, BranchPlan, branch_episode
 from agentgym.errors import ConfigError, UnknownEnvError
 from agentgym.policy.simple import resolve_policy
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 
 
 def stored_random_maze(store: TrajectoryStore, *, task: str = "easy-5", seed: int = 7, turns: int = 12) -> Episode:

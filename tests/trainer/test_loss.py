@@ -12,7 +12,6 @@ from agentgym.trainer.loss import (
     clipped_surrogate,
     importance_weights,
     kl_estimate,
-    loglinear_proximal,
     policy_loss,
     value_loss,
 )
@@ -89,13 +88,6 @@ def test_areal_decoupled_worked_example():
     assert out.loss.item() == pytest.approx(-1.349859 / 2, abs=1e-6)
     assert out.is_dropped_fraction == 0.5
 
-
-def test_loglinear_proximal_worked_example():
-    got = loglinear_proximal(T([-1.2], dtype=torch.float64), T([-0.9], dtype=torch.float64), 2, 4, 5)
-    assert approx(got, [-1.0])
-
-
-# ---- the clipped surrogate ---------------------------------------------------------------------
 
 def test_clip_higher_is_asymmetric():
     lp_old = T([0.0, 0.0], dtype=torch.float64)

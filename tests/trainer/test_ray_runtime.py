@@ -153,8 +153,8 @@ def test_config_paths_are_made_absolute_for_actors(tmp_path, monkeypatch):
 
 
 def test_tallies_of_rollout_workers_add_up():
+    from agentgym.trainer.collection import CollectTally
     from agentgym.trainer.ray_runtime.trainer_actor import merge_tallies
-    from agentgym.trainer.rollouts import CollectTally
 
     a = CollectTally(episodes=3, successes=1, reward_sum=1.5, turns=9, action_tokens=30, started=5.0)
     b = CollectTally(episodes=2, successes=2, reward_sum=2.0, turns=4, action_tokens=12, started=3.0)

@@ -38,9 +38,9 @@ class RolloutWorker:
 
     def __init__(self, cfg: TrainConfig, index: int, data_manager: Any, env_workers: list[Any]):
         import torch
+        from agentgym.trainer.collection import RolloutDriver
         from agentgym.trainer.components import build_backend, model_spec, split_tasks
         from agentgym.trainer.model import build_model
-        from agentgym.trainer.rollouts import RolloutDriver
 
         from agentgym.env_facts import inspect_env
         from agentgym.policy.prompts import prompt_tokenizer

@@ -92,7 +92,7 @@ class RemoteDriver:
 
 def merge_tallies(tallies: Iterable[Any]) -> Any:
     """One `CollectTally` summing the workers' (the earliest start time is kept)."""
-    from agentgym.trainer.rollouts import CollectTally
+    from agentgym.trainer.collection import CollectTally
 
     out = CollectTally()
     items = list(tallies)

@@ -9,11 +9,11 @@ checkpoints, and takes its backbone (a model directory, a hub name or a loaded c
 arguments.
 """
 
-from agentgym.credit.learned.backbone import UpdateStats, load_backbone
+from agentgym.credit.learned.backbone import CreditModelStats, load_backbone
 from agentgym.credit.learned.predictor import LMSuccessPredictor
 from agentgym.credit.learned.prm import ImplicitPRM
 from agentgym.credit.learned.progress import ProgressEstimator
 from agentgym.credit.learned.synthetic import synthetic_token_episodes
 
-__all__ = ["ImplicitPRM", "LMSuccessPredictor", "ProgressEstimator", "UpdateStats", "load_backbone",
+__all__ = ["ImplicitPRM", "LMSuccessPredictor", "ProgressEstimator", "CreditModelStats", "load_backbone",
            "synthetic_token_episodes"]

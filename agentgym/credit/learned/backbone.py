@@ -80,7 +80,7 @@ def gather_rows(hidden: Any, positions: Sequence[Sequence[int]]) -> Any:
 
 
 @dataclass(frozen=True)
-class UpdateStats:
+class CreditModelStats:
     """What one `update(batch)` did."""
 
     loss: float  #: the objective before the step

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentgym.credit.errors import CreditInputError
 from agentgym.credit.learned.backbone import (
-    UpdateStats,
+    CreditModelStats,
     gather_rows,
     hidden_states,
     load_backbone,
@@ -132,11 +132,11 @@ class ImplicitPRM:
         return torch.nn.functional.softplus(-self.beta * (pos - neg)).mean()
 
     def update(self, batch: Sequence[Episode], pairs: Sequence[tuple[int, int]] | None = None,
-               steps: int = 1) -> UpdateStats:
+               steps: int = 1) -> CreditModelStats:
         """`steps` optimizer steps on the pairs of `batch`; skipped when there are no pairs."""
         pairs = self.pairs(batch) if pairs is None else list(pairs)
         if not pairs:
-            return UpdateStats(0.0, 0.0, 0, skipped=True, step=self.step, lr=self.lr)
+            return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step, lr=self.lr)
         first = 0.0
         for s in range(steps):
             self.model.train()
@@ -151,7 +151,7 @@ class ImplicitPRM:
             self.optimizer.step()
             self.step += 1
             first = total if s == 0 else first
-        return UpdateStats(first, norm, len(pairs), step=self.step, lr=self.lr)
+        return CreditModelStats(first, norm, len(pairs), step=self.step, lr=self.lr)
 
     def state_dict(self) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step}

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.credit.learned.backbone import (
-    UpdateStats,
+    CreditModelStats,
     gather_rows,
     hidden_states,
     load_backbone,
@@ -76,11 +76,11 @@ class ProgressEstimator:
         target = torch.tensor([ep.total_reward for ep in episodes], dtype=sums.dtype, device=sums.device)
         return ((target - sums) ** 2).mean()
 
-    def update(self, batch: Sequence[Episode]) -> UpdateStats:
+    def update(self, batch: Sequence[Episode]) -> CreditModelStats:
         """One optimizer step on `batch` (episodes without turns are skipped), gradient-accumulated."""
         usable = [ep for ep in batch if ep.turns]
         if not usable:
-            return UpdateStats(0.0, 0.0, 0, skipped=True, step=self.step)
+            return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -95,7 +95,7 @@ class ProgressEstimator:
             group["lr"] = lr
         norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip))
         self.optimizer.step()
-        return UpdateStats(total, norm, len(usable), step=self.step, lr=lr)
+        return CreditModelStats(total, norm, len(usable), step=self.step, lr=lr)
 
     def state_dict(self) -> dict[str, Any]:
         """Model, head and optimizer state plus the step counter (for trainer checkpoints)."""

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from agentgym import Episode, TrajectoryStore, Turn, make
 from agentgym.cli import app
 from agentgym.policy.simple import resolve_policy
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 
 runner = CliRunner()
 

@@ -8,10 +8,10 @@ import pytest
 from collector_envs import CountingEnv, FaultyEnv, say_inc
 
 from agentgym.collector import Collector, DynamicTurns, Task
+from agentgym.context_tokens import ChatFormat
 from agentgym.policy.base import GenerationRequest, SamplingParams
 from agentgym.policy.scripted import ScriptedBackend
 from agentgym.store import TrajectoryStore
-from agentgym.tokens import ChatFormat
 from agentgym.trajectory import EpisodeStatus, Failure
 
 

@@ -48,7 +48,7 @@ def eval_store(tmp_path_factory):
 def page(eval_store):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the browser extra)")
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/chromium.sh (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/apt.sh (apt-get install chromium)")
     from agentgym.viewer.server import BackgroundViewer
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import agentgym
 from agentgym import Episode, TrajectoryStore, make
 from agentgym.branching import BranchPlan, branch_episode
 from agentgym.policy.simple import resolve_policy
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 from tests.helpers.counter_env import CounterEnv
 
 

@@ -1,7 +1,7 @@
 """The viewer driven end to end in real headless Chromium (Debian's) through Playwright.
 
 Screenshots of every step land in artifacts/viewer/ (git-ignored) for people to look at.
-Needs /usr/bin/chromium (scripts/chromium.sh installs it) and the playwright package.
+Needs /usr/bin/chromium (scripts/apt.sh installs it) and the playwright package.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts" / "viewer"
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the browser extra)")
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/chromium.sh (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/apt.sh (apt-get install chromium)")
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium

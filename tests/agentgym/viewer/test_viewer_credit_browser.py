@@ -41,7 +41,7 @@ def test_group_page_shows_gigpo_step_groups_from_a_real_run(trained_store):
     from agentgym.viewer.server import BackgroundViewer
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/chromium.sh (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/apt.sh (apt-get install chromium)")
     episodes = trained_store.summaries(run_id="gigpo-view")
     credit = trained_store.credit([e["id"] for e in episodes])
     shared = [r for rs in credit.values() for r in rs if not r["dropped"] and (r["step_group_size"] or 0) > 1]

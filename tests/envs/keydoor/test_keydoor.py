@@ -13,7 +13,7 @@ import agentgym
 from agentgym.checker import check_env_contract
 from agentgym.config import load_train_config
 from agentgym.policy.simple import random_policy, solver_policy
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 from agentgym.store import TrajectoryStore
 from agentgym.testing import AgentEnvContract
 

@@ -5,7 +5,7 @@ from agentgym.envs.maze.generate import DIFFICULTIES, generate
 
 import agentgym
 from agentgym.policy.simple import random_policy, solver_policy
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 from agentgym.testing import AgentEnvContract
 
 

@@ -41,7 +41,7 @@ def test_the_time_server_is_launched_and_its_tools_are_offered(time_env):
 
 def test_solver_converts_every_timezone_task_through_the_real_server(time_env):
     from agentgym.policy.simple import solver_policy
-    from agentgym.rollout import run_episode
+    from agentgym.single_episode import run_episode
 
     for task_id in time_env.unwrapped.task_ids():
         episode = run_episode(time_env, solver_policy, task_id=task_id, max_turns=4)

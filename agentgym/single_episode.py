@@ -12,21 +12,11 @@ import time
 import traceback
 from typing import Any
 
-from agentgym.core import AgentEnv, Message
+from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, EnvInfraError
 from agentgym.policy.simple import ActionFn
 from agentgym.registration import DEFAULT_MAX_TURNS
-from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, step_ending
-
-
-def conversation(system_prompt: str, turns: list[Turn], observation: str) -> list[Message]:
-    """The chat messages a policy sees before acting on `observation`."""
-    messages: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    for turn in turns:
-        messages.append({"role": "user", "content": turn.observation})
-        messages.append({"role": "assistant", "content": turn.action_text})
-    messages.append({"role": "user", "content": observation})
-    return messages
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn, chat_messages, step_ending
 
 
 def _fingerprint(env: Any) -> str:
@@ -70,7 +60,7 @@ def _play(env: Any, policy: ActionFn, episode: Episode, observation: str, max_tu
         episode.turns.append(turn)
         started = time.perf_counter()
         try:
-            turn.action_text = policy(conversation(system_prompt, episode.turns[:-1], observation), env)
+            turn.action_text = policy(chat_messages(system_prompt, episode.turns[:-1], observation), env)
         except ConfigError:
             raise
         except Exception as exc:

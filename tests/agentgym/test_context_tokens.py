@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agentgym.cli import app
+from agentgym.context_tokens import ChatFormat, check_template
 from agentgym.policy.models import CHATML_TEMPLATE, tiny_model_dir
-from agentgym.tokens import ChatFormat, check_template
 
 transformers = pytest.importorskip("transformers")
 
