@@ -77,7 +77,8 @@ class CodeSnapshot:
     """A restore token: the episode state and the sandbox's files."""
 
     state: CodeEpisodeState
-    files: sandboxes.Snapshot
+    files: sandboxes.Snapshot | None
+    """None for an ended episode (its sandbox is back in the pool)."""
 
 
 class _SandboxBroke(Exception):
@@ -307,6 +308,7 @@ class CodeEnv(AgentEnv):
         parts.append(f"Submitted. {report.passed}/{len(report.outcomes)} hidden tests passed{detail}.")
         observation = "\n\n".join(parts)
         self._state = replace(self._state, done=True, observation=observation)
+        self._release_sandbox()  # the episode is over: the pool resets it for the next one now
         return observation, reward, True, False, info
 
     def _grade(self, files: dict[str, bytes]) -> TestReport:
@@ -335,6 +337,8 @@ class CodeEnv(AgentEnv):
         if truncated:
             info["truncation_reason"] = f"turn limit of {self.max_turns} reached without a submission"
         self._state = replace(self._state, done=truncated, observation=observation)
+        if truncated:
+            self._release_sandbox()
         return observation, 0.0, False, truncated, info
 
     def _broken(self, parts: list[str], reason: str, info: dict[str, Any]):
@@ -373,18 +377,26 @@ class CodeEnv(AgentEnv):
         return fingerprint_text(json.dumps([self._state.task_id, self._state.files]) + self._state.observation)
 
     def snapshot(self) -> CodeSnapshot:
-        if not self._state.task_id or self._sandbox is None:
+        if not self._state.task_id:
             raise RuntimeError("call reset() before snapshot()")
-        return CodeSnapshot(self._state, self._sandbox.snapshot())
+        if self._sandbox is None:  # the episode ended and gave its sandbox back
+            return CodeSnapshot(self._state, None)
+        try:
+            return CodeSnapshot(self._state, self._sandbox.snapshot())
+        except SandboxError as exc:
+            raise EnvInfraError(f"could not snapshot the sandbox: {exc}", kind="sandbox_unavailable") from exc
 
     def restore(self, token: CodeSnapshot) -> str:
         if not isinstance(token, CodeSnapshot) or token.state.task_id not in self._by_id:
             raise ValueError(f"not a snapshot of this env: {token!r}")
-        if self._sandbox is None or not self._sandbox.alive:
+        if token.files is None:
+            self._release_sandbox()
+        elif self._sandbox is None or not self._sandbox.alive:
             self._release_sandbox()
             self._sandbox = pools.acquire(self._workspace_key, self.pool_size, self.acquire_timeout_s)
         try:
-            self._sandbox.restore(token.files)
+            if token.files is not None and self._sandbox is not None:
+                self._sandbox.restore(token.files)
         except SandboxError as exc:
             raise EnvInfraError(f"could not restore the sandbox snapshot: {exc}", kind="sandbox_unavailable") from exc
         self._state = token.state

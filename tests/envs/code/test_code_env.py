@@ -141,3 +141,16 @@ def test_envs_check_passes(docker_engine):
     report = check_env_contract("Code-v0", lambda: agentgym.make("Code-v0"))
     assert report.passed, [(r.name, r.detail) for r in report.failures()]
     assert {r.name for r in report.results if r.skipped} == {"determinism"}
+
+
+def test_an_ended_episode_gives_its_sandbox_back_and_can_still_be_snapshotted(code_env):
+    inner = code_env.unwrapped
+    code_env.reset(seed=0, options={"task_id": "caesar-04"})
+    live = inner.snapshot()
+    _, _, terminated, _, _ = code_env.step(SUBMIT)
+    assert terminated and inner._sandbox is None
+    ended = inner.snapshot()
+    assert ended.files is None and inner.restore(ended).startswith("Submitted.")
+    inner.restore(live)  # back before the submit: a sandbox again, with the files of that moment
+    (obs, *_), = play(code_env, [call("run", command="ls")])
+    assert "solution.py" in obs
