@@ -118,6 +118,8 @@ def test_repo_tasks_fail_before_the_fix_and_the_solver_fixes_them(docker_engine,
     env = agentgym.make("Code-v0", task_set="repo", path=str(REPO_TASKS))
     try:
         env.reset(seed=0, options={"task_id": task_id})
+        (listing, *_), = play(env, [call("run", command="find / -name '*hidden*' -not -path '/proc/*' 2>/dev/null")])
+        assert "test_hidden" not in listing and "test_slug_hidden" not in listing  # hidden files: grader only
         obs, *_ = env.step(call("run_tests"))
         assert "[exit code 1]" in obs and "FAILED" in obs
         _, reward, _, _, info = play(env, [SUBMIT])[0]
