@@ -15,6 +15,7 @@ from agentgym.errors import (
     UnknownEnvError,
 )
 from agentgym.registration import EnvSpec, make, register, registry, spec
+from agentgym.runtime.remote import RemoteEnv
 from agentgym.spaces import UnicodeText
 from agentgym.store import EpisodeFilter, TrajectoryStore
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentEnv", "AgentGymError", "ConfigError", "EnvSpec", "Episode", "EpisodeFilter", "EpisodeStatus",
-    "Failure", "MalformedActionError", "StoreError", "TrajectoryStore", "Turn", "UnicodeText",
+    "Failure", "MalformedActionError", "RemoteEnv", "StoreError", "TrajectoryStore", "Turn", "UnicodeText",
     "UnknownEnvError", "fingerprint_text", "make", "register", "registry", "spec",
 ]
 

@@ -16,6 +16,10 @@ What the contract adds to Gymnasium, and why:
   seed and task, which needs `deterministic = True`.
 - `areset` / `astep` let the collector keep hundreds of episodes in flight.
   The defaults run the sync methods in a worker thread.
+- `thread_safe` says whether separate instances may run in threads of one
+  process. It is False unless an env class declares it: the collector then
+  steps each instance in its own worker process (`agentgym.runtime`), since
+  most real envs (text games, simulators) share global state.
 - `task_ids()` lists the tasks; `reset(options={"task_id": ...})` selects one.
   Splits (train / eval / test) come from `agentgym.splits.task_ids(env, split)`:
   an env that defines `task_ids(self, split=None)` states its own, the others
@@ -87,6 +91,8 @@ class AgentEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
     #: Same seed, task and actions give the same observations and rewards.
     deterministic: ClassVar[bool] = True
+    #: Separate instances may be stepped from threads of one process (else each runs in a worker process).
+    thread_safe: ClassVar[bool] = False
     #: How actions are read: "tool_calls" (parsed; malformed replies set info["error_kind"]) or "free_text".
     action_format: ClassVar[ActionFormat] = "tool_calls"
     #: The system prompt the collector puts before the first observation.

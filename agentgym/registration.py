@@ -224,7 +224,13 @@ def _mirror_into_gymnasium(spec: EnvSpec) -> None:
 
 
 def make(id: str, **kwargs: Any) -> Any:
-    """A new instance of the env registered as `id`, with `kwargs` over its registered defaults."""
+    """A new instance of the env registered as `id`, with `kwargs` over its registered defaults.
+
+    An env server URL (``http://host:port/NS/Name-v0``, ``http+unix://SOCKET/Name-v0``) gives a
+    `agentgym.runtime.RemoteEnv`; its env's settings are the server's (``agentgym envs serve --env-kwargs``).
+    """
+    if isinstance(id, str) and id.startswith(("http://", "https://", "http+unix://")):
+        return _make_remote(id, kwargs)
     spec = registry[id]
     try:
         return spec.make(**kwargs)
@@ -256,3 +262,14 @@ def turn_limit(env_id: str, env: Any | None = None) -> int | None:
         return registered
     own = getattr(getattr(env, "unwrapped", env), "max_turns", None)
     return own if isinstance(own, int) and own >= 1 else None
+
+
+def _make_remote(url: str, kwargs: dict[str, Any]) -> Any:
+    from agentgym.runtime.remote import RemoteEnv
+
+    allowed = {"call_timeout_s", "connect_timeout_s", "render_mode"}
+    if set(kwargs) - allowed:
+        raise ConfigError(f"env server {url}: the env's own settings {sorted(set(kwargs) - allowed)} are fixed where "
+                          "the server starts (agentgym envs serve ID --env-kwargs JSON); a client may set only "
+                          f"{sorted(allowed)}")
+    return RemoteEnv(url, **kwargs)

@@ -17,6 +17,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v ip >/dev/null || need+=(iproute2)
 command -v unshare >/dev/null || need+=(util-linux)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+command -v gcc >/dev/null || need+=(gcc make libc6-dev)  # jericho (TextWorld's engine, a test env) builds from source
 ((${#need[@]})) || { echo "apt packages: all present"; exit 0; }
 [[ $(id -u) == 0 ]] || { echo "scripts/apt.sh: need root to install ${need[*]}" >&2; exit 1; }
 echo "installing ${need[*]}"

@@ -1,4 +1,4 @@
-"""`agentgym envs list|check`."""
+"""`agentgym envs list|check|serve`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from rich.table import Table
 from agentgym.checker import check_env_contract
 from agentgym.cli.common import console, fail, guarded, parse_json_option, print_json
 from agentgym.registration import make, registry
+from agentgym.runtime.remote import is_env_url
 
-app = typer.Typer(help="List and check registered environments.", no_args_is_help=True)
+app = typer.Typer(help="List, check and serve environments.", no_args_is_help=True)
 
 
 @app.command("list")
@@ -38,16 +39,16 @@ def check(
     env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Run Gymnasium's check_env and agentgym's contract checks on an env."""
+    """Run Gymnasium's check_env and agentgym's contract checks on an env (a registered id or a server URL)."""
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
-    spec = registry[env_id]
-    make(spec.id, **kwargs).close()  # fail fast on bad kwargs
-    report = check_env_contract(spec.id, lambda: make(spec.id, **kwargs))
+    checked = env_id if is_env_url(env_id) else registry[env_id].id
+    make(checked, **kwargs).close()  # fail fast on bad kwargs or an unreachable server
+    report = check_env_contract(checked, lambda: make(checked, **kwargs))
     if as_json:
-        print_json({"env_id": spec.id, "passed": report.passed,
+        print_json({"env_id": checked, "passed": report.passed,
                     "checks": [r.__dict__ for r in report.results]})
     else:
-        table = Table(title=f"envs check {spec.id}")
+        table = Table(title=f"envs check {checked}")
         for col in ("check", "result", "detail"):
             table.add_column(col)
         for r in report.results:
@@ -55,4 +56,33 @@ def check(
             table.add_row(r.name, mark, r.detail)
         console.print(table)
     if not report.passed:
-        fail(f"{spec.id} failed: {', '.join(r.name for r in report.failures())}", code=1)
+        fail(f"{checked} failed: {', '.join(r.name for r in report.failures())}", code=1)
+
+
+@app.command("serve")
+@guarded
+def serve(
+    env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0 (or module:Name-v0)."),
+    env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", help="TCP port to listen on."),
+    uds: str = typer.Option(None, "--uds", help="Listen on this unix socket instead of a TCP port."),
+    max_sessions: int = typer.Option(64, "--max-sessions", min=1, help="Sessions (env instances) at once; "
+                                     "more get a 'busy' answer."),
+    idle_timeout: float = typer.Option(600.0, "--idle-timeout", min=0.01, help="Close a session idle this long (s)."),
+    env_runtime: str = typer.Option("auto", "--env-runtime", help="auto (a worker process per session unless "
+                                    "the env is thread_safe), process or thread."),
+    call_timeout: float = typer.Option(300.0, "--call-timeout", min=0.01, help="Kill a session's worker process "
+                                       "whose call takes longer than this (s)."),
+) -> None:
+    """Serve one env over HTTP + WebSocket (protocol: docs/env-protocol.md)."""
+    from agentgym.runtime.server import serve as run_server
+    from agentgym.runtime.server import server_factory
+
+    kwargs = parse_json_option(env_kwargs, "--env-kwargs")
+    spec = registry[env_id]
+    factory = server_factory(spec, kwargs, env_runtime, call_timeout)
+    where = f"unix socket {uds}" if uds else f"http://{host}:{port}/{spec.id}"
+    console.print(f"serving {spec.id} on {where} (max {max_sessions} sessions)", highlight=False)
+    run_server(spec.id, factory, host=host, port=port, uds=uds, max_sessions=max_sessions,
+               idle_timeout_s=idle_timeout)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import statistics
 from collections import Counter
@@ -101,10 +100,10 @@ async def _rollout(plan: RolloutPlan, parsed: PolicySpec, options: PolicyOptions
                                  "seed": plan.seed, "sampling": opened.record()["sampling"]})
         groups = -(-plan.episodes // plan.group_size)
         tasks = [Task(task_id=t, seed=plan.seed + g) for g, t in enumerate(pick_tasks(task_ids, groups, plan.seed))]
-        factory = functools.partial(make, plan.env_id, **kwargs)
-        factory.env_id = plan.env_arg if ":" in plan.env_arg else plan.env_id  # type: ignore[attr-defined]
-        collector = Collector(factory, opened.backend, None, tokenizer=opened.prompt_tokenizer, max_turns=limit,
-                              sampling=opened.sampling, concurrency=plan.concurrency, run_id=plan.run_id)
+        # envs not declared thread_safe run one per worker process; "module:Name-v0" ids are stored as given
+        collector = Collector(plan.env_arg, opened.backend, None, tokenizer=opened.prompt_tokenizer,
+                              env_kwargs=kwargs, max_turns=limit, sampling=opened.sampling,
+                              concurrency=plan.concurrency, run_id=plan.run_id)
         try:
             result = await collector.collect(tasks, group_size=plan.group_size)
         finally:

@@ -13,7 +13,9 @@
 
 Each episode is isolated: an env that raises, hangs or returns garbage, or a
 policy call that fails, ends *that* episode as `error` with a typed failure
-(see `agentgym.collector.faults`) and the others go on.
+(see `agentgym.collector.faults`) and the others go on. An env whose class
+does not declare ``thread_safe = True`` runs in a worker process of its own
+(`env_runtime="auto"`, see `agentgym.runtime`), reused across episodes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import math
 import time
@@ -47,10 +50,12 @@ from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError
 from agentgym.policy.base import Backend, BackendError, Completion, GenerationRequest
 from agentgym.policy.scripted import ScriptedBackend
+from agentgym.runtime.remote import RemoteEnv, is_env_url
 from agentgym.trajectory import Episode, EpisodeStatus, Failure, TurnDifference, new_id
 
 log = logging.getLogger("agentgym.collector")
 _EXHAUSTED = object()
+_PROXY_GRACE_S = 10.0  #: backstop beyond a proxy env's own call limit
 
 
 @dataclass
@@ -79,11 +84,11 @@ class Collector:
     def __init__(self, env: str | Callable[[], Any], policy: Backend | Callable[..., Any], store: Any = None, *,
                  config: CollectorConfig | None = None, tokenizer: Any = ..., env_kwargs: dict[str, Any] | None = None,
                  **overrides: Any):
-        self.env_id, self._factory, self._env_turns = _env_factory(env, env_kwargs or {})
+        self.config = dataclasses.replace(config or CollectorConfig(), **overrides)
+        self.env_id, self._factory, self._env_turns = _env_factory(env, env_kwargs or {}, self.config)
         self.policy = policy if isinstance(policy, Backend) else ScriptedBackend(policy)
         self.tokenizer = self.policy.tokenizer if tokenizer is ... else tokenizer
         self.store = store
-        self.config = dataclasses.replace(config or CollectorConfig(), **overrides)
         self.buffer: deque[Group] = deque()
         self.round = 0
         self.counters = Counters()
@@ -350,8 +355,11 @@ class Collector:
         native = None
         if method in ("step", "reset") and runs_inline(env, "a" + method):
             native = lambda: getattr(env, "a" + method)(*args, **kwargs)  # noqa: E731
+        timeout = self.config.turn_timeout_s
+        if timeout is not None and getattr(env, "call_timeout_s", None) is not None:
+            timeout += _PROXY_GRACE_S  # the proxy enforces the limit itself (and kills a hung worker)
         return await call_env(what, env, lambda: getattr(env, method)(*args, **kwargs), native,
-                              self._executor, self.config.turn_timeout_s)
+                              self._executor, timeout)
 
     def _finish(self, run: EpisodeRun) -> None:
         """Book-keeping when an episode ends: release caches, recycle or drop the env, check tokens."""
@@ -387,7 +395,7 @@ class Collector:
         loop = asyncio.get_running_loop()
         try:
             env = await bounded("env construction", loop.run_in_executor(self._executor, self._factory),
-                                self.config.turn_timeout_s)
+                                self.config.env_start_timeout_s)
         except EpisodeFault:
             raise
         except Exception as exc:
@@ -397,14 +405,26 @@ class Collector:
         return env
 
 
-def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any]) -> tuple[str, Callable[[], Any], int | None]:
+def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any],
+                 config: CollectorConfig) -> tuple[str, Callable[[], Any], int | None]:
+    """(stored env id, zero-argument env factory, the registered turn limit) for `env` under `config.env_runtime`."""
+    if isinstance(env, str) and is_env_url(env):
+        return env, functools.partial(RemoteEnv, env, call_timeout_s=config.turn_timeout_s), None
     if isinstance(env, str):
         from agentgym.registration import make, registry
+        from agentgym.runtime.placement import isolated_factory
 
         spec = registry[env]
-        return spec.id, lambda: make(spec.id, **kwargs), spec.max_turns
+        env_id = env if ":" in env else spec.id  # "module:Name-v0" is stored as given, so replay imports it again
+        factory = isolated_factory(spec, kwargs, config.env_runtime, config.turn_timeout_s, config.env_start_timeout_s)
+        return env_id, factory or (lambda: make(spec.id, **kwargs)), spec.max_turns
     if callable(env):
-        return getattr(env, "env_id", getattr(env, "__name__", type(env).__name__)), env, None
+        env_id = getattr(env, "env_id", getattr(env, "__name__", type(env).__name__))
+        if config.env_runtime == "process":
+            from agentgym.runtime.placement import process_factory
+
+            return env_id, process_factory(env, env_id, config.turn_timeout_s, config.env_start_timeout_s), None
+        return env_id, env, None
     raise ConfigError(f"env must be a registered env id or a zero-argument factory, got {type(env).__name__}")
 
 

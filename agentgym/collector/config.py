@@ -10,6 +10,8 @@ from agentgym.policy.base import SamplingParams
 from agentgym.registration import resolve_turn_limit
 from agentgym.trajectory import Episode
 
+ENV_RUNTIMES = ("auto", "process", "thread")
+
 
 @dataclass(frozen=True)
 class Task:
@@ -28,6 +30,9 @@ class CollectorConfig:
     max_turns: int | None = None  #: fixed turn limit when turn_control is None (None: the env's, else `DEFAULT_MAX_TURNS`)
     concurrency: int = 64  #: episodes in flight at once
     turn_timeout_s: float | None = 60.0  #: limit on one env call (reset, step, snapshot), our timeout
+    env_start_timeout_s: float | None = 300.0  #: limit on making one env (a worker process starting included)
+    #: where envs run: "auto" (a worker process per env unless its class declares thread_safe), "process", "thread"
+    env_runtime: str = "auto"
     generate_timeout_s: float | None = 600.0  #: limit on one policy call, our timeout
     episode_timeout_s: float | None = None  #: limit on a whole episode, our timeout
     max_context: int | None = None  #: context length in tokens (None: the policy's); past it: truncated
@@ -41,10 +46,12 @@ class CollectorConfig:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1 episode, got {self.concurrency}")
-        for name in ("turn_timeout_s", "generate_timeout_s", "episode_timeout_s"):
+        for name in ("turn_timeout_s", "env_start_timeout_s", "generate_timeout_s", "episode_timeout_s"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be > 0 seconds or None (no limit), got {value}")
+        if self.env_runtime not in ENV_RUNTIMES:
+            raise ConfigError(f"env_runtime must be one of {', '.join(ENV_RUNTIMES)}, got {self.env_runtime!r}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {self.max_turns}")
 

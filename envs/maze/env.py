@@ -66,6 +66,9 @@ def parse_move(text: str) -> str:
 class MazeEnv(AgentEnv):
     """Grid navigation with a sparse reward; see the module docstring."""
 
+    #: instances share nothing: the collector may step them in threads of one process
+    thread_safe = True
+
     system_prompt = "You walk through a maze to its goal. Each turn, reply with one move: up, down, left or right."
 
     def __init__(self, difficulty: str = "easy", num_tasks: int = 1000, max_turns: int = 30,

@@ -72,6 +72,9 @@ def _system_prompt(dialect: str, bare_sql: str) -> str:
 class SqlEnv(TaskStateEnv):
     """Text-to-SQL with execution feedback; see the module docstring."""
 
+    #: instances share nothing: the collector may step them in threads of one process
+    thread_safe = True
+
     def __init__(self, dataset: str = "builtin", path: str | None = None, split: str = "dev",
                  domains: list[str] | None = None, difficulty: str | None = None,
                  dialect: str = "sqlite", url: str | None = None, max_turns: int = 10,

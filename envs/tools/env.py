@@ -66,6 +66,9 @@ class ToolsEpisodeState:
 class ToolsEnv(TaskStateEnv):
     """Multi-turn tool calling with verifiable answers; see the module docstring."""
 
+    #: instances share nothing: the collector may step them in threads of one process
+    thread_safe = True
+
     system_prompt = SYSTEM_PROMPT
 
     def __init__(self, task_sets: Sequence[str] = ("lookup", "arithmetic", "dates"),

@@ -1,0 +1,19 @@
+"""The env runtime: where envs run and how the collector reaches them.
+
+- `ProxyEnv`: an `AgentEnv` whose real env lives elsewhere.
+- `ProcessEnv`: one env per worker process (the default for envs that are not
+  declared ``thread_safe``), see `agentgym.runtime.process`.
+- `RemoteEnv`: an env on an env server (``agentgym envs serve``), see
+  `agentgym.runtime.remote` and `agentgym.runtime.server`.
+- `agentgym.runtime.placement`: the ``env_runtime`` setting (auto, process, thread).
+
+Every transport fault (a dead worker, a hung call, a lost connection) is an
+`EnvInfraError`: the collector ends only that episode, as truncated with
+``failure="infra"``.
+"""
+
+from agentgym.runtime.process import ProcessEnv
+from agentgym.runtime.proxy import ProxyEnv
+from agentgym.runtime.remote import RemoteEnv
+
+__all__ = ["ProcessEnv", "ProxyEnv", "RemoteEnv"]

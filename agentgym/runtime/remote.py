@@ -1,0 +1,186 @@
+"""`RemoteEnv`: an env served by ``agentgym envs serve``, used like a local one.
+
+    env = agentgym.make("http://127.0.0.1:8000/Maze-v0")          # or RemoteEnv(url)
+    env = agentgym.make("http+unix://%2Frun%2Fenv%2Fenv.sock/SQL-v0")  # a server on a unix socket
+
+The URL's path is the env id (namespaces kept: ``/MyNs/Name-v0``); the server
+checks it and the protocol version when the session opens. Construction reads
+``/v1/info`` (system prompt, tools, action format, task ids); the first
+`reset` opens a session (one env instance on the server) and a WebSocket to
+it, over which every call then goes.
+
+Faults are typed: a refused connection, a dropped connection (server killed
+or restarted), a reply that does not come within `call_timeout_s`, a full
+server (``busy``) or a session closed on the server all raise `EnvInfraError`
+(kinds ``connection_refused``, ``connection_lost``, ``timeout``, ``busy``,
+``session_lost``), so the collector ends only that episode, as an
+infrastructure failure. The next `reset` opens a new session. A protocol
+version or env id mismatch is a `ConfigError`, raised at construction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import urllib.parse
+from typing import Any
+
+from agentgym.errors import ConfigError, EnvInfraError, require
+from agentgym.runtime.protocol import PROTOCOL_VERSION, exception_from_error
+from agentgym.runtime.proxy import ProxyEnv
+
+URL_SCHEMES = ("http://", "https://", "http+unix://")
+
+
+def is_env_url(env_id: str) -> bool:
+    """Whether `env_id` is the URL of an env server rather than a registered id."""
+    return isinstance(env_id, str) and env_id.startswith(URL_SCHEMES)
+
+
+def parse_env_url(url: str) -> tuple[str, str | None, str | None]:
+    """(HTTP base URL, unix socket path or None, env id or None) of an env server URL."""
+    parts = urllib.parse.urlsplit(url)
+    env_id = parts.path.strip("/") or None
+    if parts.scheme == "http+unix":
+        socket_path = urllib.parse.unquote(parts.netloc)
+        if not socket_path.startswith("/"):
+            raise ConfigError(f"env URL {url!r}: write the socket path percent-encoded, e.g. "
+                              "http+unix://%2Frun%2Fagentgym%2Fenv.sock/Maze-v0")
+        return "http://agentgym-env", socket_path, env_id
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"env URL {url!r} must look like http://HOST:PORT/ENV_ID or http+unix://SOCKET/ENV_ID")
+    return f"{parts.scheme}://{parts.netloc}", None, env_id
+
+
+class RemoteEnv(ProxyEnv):
+    """An `AgentEnv` on an env server; see the module docstring."""
+
+    def __init__(self, url: str, *, call_timeout_s: float | None = 60.0, connect_timeout_s: float = 10.0,
+                 render_mode: str | None = None):
+        httpx = require("httpx", extra="serve", what="RemoteEnv")
+        self.url = url
+        self.call_timeout_s = call_timeout_s
+        self._base, self._socket, self._env_id = parse_env_url(url)
+        transport = httpx.HTTPTransport(uds=self._socket) if self._socket else None
+        self._http = httpx.Client(base_url=self._base, transport=transport,
+                                  timeout=httpx.Timeout(call_timeout_s, connect=connect_timeout_s))
+        self._connect_timeout_s = connect_timeout_s
+        self._ws: Any = None
+        self._session: str | None = None
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        info = self._handshake()
+        self.env_id = info["env_id"]
+        self.server_id = info["server_id"]
+        super().__init__(info["env"], render_mode=render_mode)
+
+    # ---- connection -----------------------------------------------------------------
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.ConnectError as exc:
+            raise EnvInfraError(f"cannot connect to the env server at {self.url}: {exc}",
+                                kind="connection_refused") from None
+        except httpx.TimeoutException as exc:
+            raise EnvInfraError(f"the env server at {self.url} did not answer {method} {path} within "
+                                f"{self.call_timeout_s} s (our timeout): {exc}", kind="timeout") from None
+        except httpx.TransportError as exc:
+            raise EnvInfraError(f"the connection to the env server at {self.url} broke during {method} {path}: "
+                                f"{exc}", kind="connection_lost") from None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"raw": response.text[:200]}
+        if response.status_code >= 400:
+            raise exception_from_error(body, self.url)
+        return body
+
+    def _handshake(self) -> dict[str, Any]:
+        info = self._request("GET", "/v1/info")
+        if info.get("protocol") != PROTOCOL_VERSION:
+            raise ConfigError(f"the env server at {self.url} speaks env protocol {info.get('protocol')!r}, this "
+                              f"client {PROTOCOL_VERSION}; use the same agentgym version on both sides")
+        if self._env_id is not None and info.get("env_id") != self._env_id:
+            raise ConfigError(f"the env server at {self.url} serves {info.get('env_id')!r}, not {self._env_id!r}; "
+                              "fix the URL's path")
+        return info
+
+    def _open_session(self) -> None:
+        body = self._request("POST", "/v1/sessions", json={"protocol": PROTOCOL_VERSION, "env_id": self.env_id})
+        self._session = body["session_id"]
+        if body.get("server_id") != self.server_id:
+            self.server_id = body.get("server_id")  # the server restarted since the handshake: a new one answers
+        self._ws = self._connect_ws(self._session)
+
+    def _connect_ws(self, session: str) -> Any:
+        client = require("websockets.sync.client", extra="serve", what="RemoteEnv")
+        path = f"/v1/sessions/{session}/ws"
+        options = {"open_timeout": self._connect_timeout_s, "max_size": 64 * 1024 * 1024, "compression": None}
+        try:
+            if self._socket:
+                ws = client.unix_connect(self._socket, f"ws://agentgym-env{path}", **options)
+            else:
+                ws = client.connect(self._base.replace("http", "ws", 1) + path, **options)
+            return ws.__enter__()  # the connection stays open until _drop_session closes it
+        except (OSError, TimeoutError) as exc:
+            raise EnvInfraError(f"cannot open the WebSocket of session {session} at {self.url}: {exc}",
+                                kind="connection_refused") from None
+
+    def _drop_session(self, delete: bool) -> None:
+        ws, session, self._ws, self._session = self._ws, self._session, None, None
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                ws.close()
+        if delete and session is not None:
+            with contextlib.suppress(Exception):
+                self._http.delete(f"/v1/sessions/{session}", timeout=2.0)
+
+    # ---- calls -----------------------------------------------------------------------
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            if self._ws is None:
+                if method != "reset":
+                    raise EnvInfraError(f"no open session at {self.url} (it was lost or closed); call reset() to "
+                                        "open a new one", kind="session_lost")
+                self._open_session()
+            reply = self._exchange({"id": next(self._ids), "method": method, "args": list(args), "kwargs": kwargs})
+        if "error" in reply:
+            error = exception_from_error(reply, self.url)
+            if isinstance(error, EnvInfraError) and error.kind == "session_lost":
+                self._drop_session(delete=False)
+            raise error
+        return reply["result"]
+
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            self._ws.send(json.dumps(message))
+            text = self._ws.recv(timeout=self.call_timeout_s)
+        except TimeoutError:
+            self._drop_session(delete=True)
+            raise EnvInfraError(f"the env server at {self.url} did not answer {message['method']} within "
+                                f"{self.call_timeout_s} s (our timeout)", kind="timeout") from None
+        except (ConnectionClosed, OSError) as exc:
+            self._drop_session(delete=False)
+            raise EnvInfraError(f"the connection to the env server at {self.url} was lost during "
+                                f"{message['method']} (server stopped, restarted or crashed): {exc}",
+                                kind="connection_lost") from None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            self._drop_session(delete=True)
+            raise EnvInfraError(f"the env server at {self.url} sent a reply that is not JSON: {text[:200]!r}",
+                                kind="bad_reply") from None
+
+    def close(self) -> None:
+        """Close the session on the server and the connections; idempotent."""
+        with self._lock:
+            self._drop_session(delete=True)
+            with contextlib.suppress(Exception):
+                self._http.close()
+        super().close()
