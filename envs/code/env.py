@@ -99,6 +99,9 @@ def _load_tasks(task_set: str, path: str | None) -> list[CodeTask]:
 class CodeEnv(AgentEnv):
     """Write, run, test and submit code; see the module docstring."""
 
+    #: instances share nothing unguarded: the collector may step them in threads of one process
+    thread_safe = True
+
     deterministic = False  # commands can read clocks, random numbers and process ids
     action_format = "tool_calls"
     system_prompt = SYSTEM_PROMPT

@@ -44,6 +44,9 @@ def offset(frm: Cell, to: Cell) -> str:
 class KeyDoorEnv(AgentEnv):
     """Key, door, goal; see the module docstring."""
 
+    #: instances share nothing unguarded: the collector may step them in threads of one process
+    thread_safe = True
+
     system_prompt = ("Pick up the key, go through the door, reach the goal. Each turn, reply with one move: "
                      "up, down, left or right.")
 

@@ -102,6 +102,9 @@ def _response(name: str, text: str) -> str:
 class SreEnv(AgentEnv):
     """Diagnose and repair a broken system in its own container; see the module docstring."""
 
+    #: instances share nothing unguarded: the collector may step them in threads of one process
+    thread_safe = True
+
     system_prompt = SYSTEM_PROMPT
     deterministic = False  # a live system: process ids, timings and logs differ between runs
 
