@@ -146,7 +146,7 @@ class TrainConfig(BaseModel):
     dual_clip: float | None = None
     """Dual clip c > 1 for negative advantages (None: off)."""
     aggregation: Aggregation = "token-mean"
-    """Loss aggregation (ALGORITHMS.md section 8)."""
+    """Loss aggregation (docs/algorithms.md, section 3)."""
     kl: KLKind = "off"
     """KL estimator to the frozen reference model, added to the loss (off: no reference model is built)."""
     kl_coef: float = Field(0.0, ge=0)
@@ -154,7 +154,7 @@ class TrainConfig(BaseModel):
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of the entropy bonus."""
     importance: ISMode = "tis"
-    """Behavior-vs-proximal correction for stale or mismatched tokens (ALGORITHMS.md section 7)."""
+    """Behavior-vs-proximal correction for stale or mismatched tokens (docs/algorithms.md, section 3)."""
     is_cap: float = Field(2.0, gt=0)
     """Cap C of the importance weight."""
     is_low: float = Field(0.0, ge=0)

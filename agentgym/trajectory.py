@@ -1,7 +1,7 @@
 """The trajectory data model: Episode -> turns -> tokens.
 
 These field names are the public contract shared by the collector, the store,
-the JSONL export, credit assignment and the viewer (see ARCHITECTURE.md).
+the JSONL export, credit assignment and the viewer (docs/trajectory.md).
 Every field has a default, so both records construct from keyword arguments.
 Nothing a later stage needs is rebuilt by re-tokenizing text: the ids and
 log-probs stored here are exactly what the policy sampled.

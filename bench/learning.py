@@ -8,7 +8,7 @@ Every run is the real training loop (`trainer.train.train`) on configs/quickstar
 with only `estimator` (and the seed) changed, except that dynamic sampling is off
 (`drop_zero_variance: false`) so that every update spends exactly the same rollout
 budget (groups_per_batch x group_size episodes) whatever the estimator. No
-estimator's own hyperparameters are tuned: each runs with its ALGORITHMS.md
+estimator's own hyperparameters are tuned: each runs with its docs/algorithms.md
 defaults (and the recipe's credit-model settings for spa / oprl).
 
 Measured per run: updates until the success rate of the rollouts (3-update moving

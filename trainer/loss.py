@@ -1,4 +1,4 @@
-"""Token-level policy-gradient losses (ALGORITHMS.md sections 7 and 8).
+"""Token-level policy-gradient losses (docs/algorithms.md, section 3).
 
 Every function works on *flat* token tensors of shape ``[T]`` together with
 ``sample_index`` (``[T]``, long: which sample each token belongs to) and a
@@ -6,7 +6,7 @@ Every function works on *flat* token tensors of shape ``[T]`` together with
 observation tokens). A padded ``[B, L]`` batch flattens into the same form
 (``sample_index`` = row), so packed and padded batches share one code path.
 
-Four log-prob sources per action token (ALGORITHMS.md section 0):
+Four log-prob sources per action token (docs/algorithms.md, section 1):
 ``lp_beh`` (behavior, from the inference engine), ``lp_old`` (proximal,
 recomputed by the trainer before the update), ``lp_cur`` (current, with
 gradient) and ``lp_ref`` (frozen reference, KL only).
@@ -75,7 +75,7 @@ class LossOutput:
 def aggregate(values: torch.Tensor, mask: torch.Tensor, sample_index: torch.Tensor, num_samples: int,
               mode: Aggregation = "token-mean", max_length: int | None = None,
               numerator_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Reduce per-token `values` ``[T]`` to a scalar (ALGORITHMS.md section 8, "Loss aggregation").
+    """Reduce per-token `values` ``[T]`` to a scalar (docs/algorithms.md, section 3, aggregations).
 
     `mask` defines the denominators (token counts); `numerator_mask` (default: `mask`)
     selects which tokens contribute to the sums, so AReaL's masking removes tokens from

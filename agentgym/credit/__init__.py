@@ -4,7 +4,7 @@
     adv = compute_advantages("gigpo", episodes, omega=1.0, gamma=0.95)   # one list per episode
     result = compute_credit("gae", episodes, values=critic_values)     # + returns, parts, ...
 
-Estimators (see ALGORITHMS.md): grpo, dr_grpo, rloo, gae, gigpo, spa, oprl, trace. Each is a pure
+Estimators (docs/algorithms.md): grpo, dr_grpo, rloo, gae, gigpo, spa, oprl, trace. Each is a pure
 function over a `TurnBatch` registered by name in `ESTIMATORS`. The learned parts (SPA's progress
 estimator, OPRL's implicit PRM, TRACE's LM predictor) live in `agentgym.credit.learned` and need
 the `train` extra; importing `agentgym.credit` imports no torch.

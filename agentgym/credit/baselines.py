@@ -1,4 +1,4 @@
-"""Outcome-only, critic-free baselines: GRPO, Dr.GRPO and RLOO (ALGORITHMS.md section 8).
+"""Outcome-only, critic-free baselines: GRPO, Dr.GRPO and RLOO (docs/algorithms.md, section 2.1).
 
 Every turn of episode i gets the episode's advantage A_i, computed from the outcomes R (=
 `Episode.total_reward`) of the N episodes of its group:

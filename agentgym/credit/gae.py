@@ -1,4 +1,4 @@
-"""Turn-level PPO advantages with a critic: GAE over turns (ALGORITHMS.md sections 2 and 8).
+"""Turn-level PPO advantages with a critic: GAE over turns (docs/algorithms.md, section 2.2).
 
 A turn is one action; `V_t` is the critic's value read at the last context token before turn t.
 

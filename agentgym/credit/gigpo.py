@@ -1,4 +1,4 @@
-"""GiGPO: group-in-group advantages (ALGORITHMS.md section 1).
+"""GiGPO: group-in-group advantages (docs/algorithms.md, section 2.3).
 
 A = A_E + omega * A_S, where A_E is the GRPO advantage of the trajectory's outcome R_i (one value per
 trajectory, the paper's definition), and A_S normalises the discounted step return

@@ -1,4 +1,4 @@
-"""OPRL: online process reward learning with an implicit PRM (ALGORITHMS.md section 3).
+"""OPRL: online process reward learning with an implicit PRM (docs/algorithms.md, section 2.5).
 
 The learned part (`agentgym.credit.learned.ImplicitPRM`) gives per-turn implicit step rewards
 `r_t = beta * sum_j (lp_phi(y_tj) - lp_old(y_tj))`. This module holds the pure parts:

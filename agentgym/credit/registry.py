@@ -1,7 +1,7 @@
 """The estimator registry and the two entry points, `compute_credit` and `compute_advantages`.
 
 An estimator is a pure function `fn(batch: TurnBatch, *, <params>) -> CreditResult` registered by
-name. Its parameters are explicit keyword arguments with the ALGORITHMS.md defaults; unknown names
+name. Its parameters are explicit keyword arguments with the defaults of docs/algorithms.md; unknown names
 and unknown parameters are rejected with the closest valid ones.
 """
 

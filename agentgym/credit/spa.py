@@ -1,4 +1,4 @@
-"""SPA-RL: stepwise progress attribution (ALGORITHMS.md section 2).
+"""SPA-RL: stepwise progress attribution (docs/algorithms.md, section 2.4).
 
 A learned progress estimator (`agentgym.credit.learned.ProgressEstimator`) predicts a contribution
 `c_t` per turn whose sum approximates the outcome R. The per-turn reward is

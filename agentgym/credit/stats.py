@@ -1,6 +1,6 @@
 """Vectorised statistics over flat, segmented arrays: the numeric core every estimator shares.
 
-Conventions (ALGORITHMS.md, preamble): `std` is the unbiased (N-1) standard deviation; a value is
+Conventions (docs/algorithms.md, section 1): `std` is the unbiased (N-1) standard deviation; a value is
 normalised as `(x - mean) / (std + eps)` with `eps = 1e-6`; a segment of one element normalises to
 0. Segments are dense integer codes `0..n-1` (a group, an anchor cluster, ...).
 

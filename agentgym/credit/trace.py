@@ -1,4 +1,4 @@
-"""TRACE tree-aware advantages (ALGORITHMS.md section 4).
+"""TRACE tree-aware advantages (docs/algorithms.md, section 2.6).
 
 Tree layout on `Episode`s: a root rollout has no `parent_id`; a branch names its `parent_id` and
 `branch_turn = k`, meaning it continues from the state after the parent's first k turns (its own

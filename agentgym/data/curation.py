@@ -1,4 +1,4 @@
-"""Curation rules of the data manager, as pure functions (ALGORITHMS.md section 6, DART).
+"""Curation rules of the data manager, as pure functions (docs/algorithms.md, section 4; after DART).
 
 - `zero_variance`: a group whose rewards are all equal teaches nothing to a
   group-relative estimator (DAPO's dynamic sampling drops it and refills).

@@ -1,7 +1,7 @@
 """Screenshots in turn infos: base64 PNG/JPEG, data URIs, and image files referenced by path or file:// URI.
 
-GUI envs put screenshots into ``info`` (inline as base64, or by reference as
-ARCHITECTURE.md asks for large blobs). The viewer shows inline images as data
+GUI envs put screenshots into ``info`` (inline as base64, or by reference so that
+large blobs stay out of the store; docs/trajectory.md). The viewer shows inline images as data
 URIs and serves referenced files through a route that only ever opens a path
 the episode itself names, with an image suffix.
 """

@@ -37,7 +37,7 @@ def push_group(dm: DataManager, gid: str, rewards, version=0, task="t0"):
     return eps
 
 
-# ---- ALGORITHMS.md section 6 worked examples ----------------------------------------------------
+# ---- docs/algorithms.md section 4 worked examples ------------------------------------------------
 
 @pytest.mark.parametrize("sr, n", [(0.5, 8), (0.75, 5), (0.9, 3), (1.0, 2), (None, 8), (0.0, 8)])
 def test_dart_dynamic_rollouts(sr, n):

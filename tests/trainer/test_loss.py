@@ -1,4 +1,4 @@
-"""The policy loss reproduces ALGORITHMS.md's worked examples and a hand-computed batch."""
+"""The policy loss reproduces the worked examples of docs/algorithms.md (section 3) and a hand-computed batch."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def approx(values, expected, tol=1e-6):
     return values == pytest.approx(expected, abs=tol)
 
 
-# ---- ALGORITHMS.md section 8 ------------------------------------------------------------------
+# ---- docs/algorithms.md section 3 --------------------------------------------------------------
 
 def aggregation_batch():
     # seq1 losses [1, 1], seq2 [0, 0, 0, 0]; two padding/observation tokens that must not count

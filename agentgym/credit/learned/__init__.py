@@ -1,6 +1,6 @@
 """Learned parts of credit assignment (need the `train` extra: torch, transformers).
 
-- `ProgressEstimator`: SPA's per-turn progress contributions (ALGORITHMS.md section 2).
+- `ProgressEstimator`: SPA's per-turn progress contributions (docs/algorithms.md, section 2.4).
 - `ImplicitPRM`: OPRL's implicit process reward model (section 3).
 - `LMSuccessPredictor`: TRACE's success-probability predictor as a tiny LM (section 4).
 

@@ -1,6 +1,6 @@
 """SPA's progress estimator: per-turn contributions c_t whose sum approximates the outcome R.
 
-Architecture (ALGORITHMS.md section 2): a causal-LM backbone (same family as the policy); at the
+Architecture (docs/algorithms.md, section 2.4): a causal-LM backbone (same family as the policy); at the
 last token of each turn, the model's output logits (a vocabulary-size vector) go through
 `Linear(V, 1)` to give c_t. Causal attention means c_t only sees the prefix. Objective:
 `L_PE = mean_over_batch (R - sum_t c_t)^2`. The trainer calls `update(batch)` once per iteration,

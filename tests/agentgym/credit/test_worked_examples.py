@@ -1,4 +1,4 @@
-"""Every worked example of ALGORITHMS.md (sections 1-4 and 8) reproduced to 1e-6."""
+"""The estimators' worked examples (docs/algorithms.md, section 2, and hand-computed cases) reproduced to 1e-6."""
 
 from __future__ import annotations
 
