@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -13,9 +15,15 @@ from tests.helpers.postgres import ENV_VAR, find_server
 _services_used: list[str] = []  #: what the session found or started, reported at the end
 
 
-def pytest_report_header(config) -> str:
-    return (f"postgres: {ENV_VAR}, else the local server on 127.0.0.1:5432, else a throwaway server "
-            "(tests/helpers/postgres.py)")
+def pytest_report_header(config) -> list[str]:
+    """Where each service the suites need comes from (PostgreSQL is resolved when first used)."""
+    docker = "engine socket found" if Path("/var/run/docker.sock").exists() else "no engine socket: run scripts/docker.sh"
+    chromium = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else "missing: run scripts/apt.sh"
+    netns = "unshare + ip found" if shutil.which("unshare") and shutil.which("ip") else "missing: run scripts/apt.sh"
+    return [f"postgres: {ENV_VAR}, else the local server on 127.0.0.1:5432, else a throwaway server "
+            "(tests/helpers/postgres.py)",
+            f"docker: {docker} (make test starts it with scripts/docker.sh)",
+            f"chromium: {chromium}; ray network namespace (scripts/ray-netns.sh): {netns}"]
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
