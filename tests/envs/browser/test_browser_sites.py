@@ -11,7 +11,7 @@ from agentgym.envs.browser.env import BrowserEnv
 import agentgym
 from agentgym.testing import AgentEnvContract
 
-SITES = ("shop",)
+SITES = ("shop", "forms", "mail")
 
 
 class TestBrowserSitesContract(AgentEnvContract):
@@ -45,19 +45,29 @@ async def solve_all(task_ids: list[str], workers: int) -> list[tuple[str, float,
     return results
 
 
-@pytest.mark.slow
-def test_every_solver_scores_full_reward_on_every_task():
-    task_ids = BrowserEnv(sites=SITES).task_ids()
-    assert len(task_ids) >= 75 and {t.split("/")[1] for t in task_ids} == {"easy", "medium", "hard"}
-    results = asyncio.run(solve_all(task_ids, workers=4))  # four episodes in flight: batched, not serial
+def check_solvers(task_ids: list[str]) -> None:
+    results = asyncio.run(solve_all(task_ids, workers=3))  # three episodes in flight: batched, not serial
     failed = [(t, r) for t, r, ok in results if r != 1.0 or not ok]
     assert len(results) == len(task_ids) and not failed, failed[:10]
 
 
+def test_solvers_score_full_reward_on_a_sample_of_every_site_and_level():
+    task_ids = BrowserEnv(sites=SITES).task_ids()
+    assert len(task_ids) >= 200
+    assert {tuple(t.split("/")[:2]) for t in task_ids[::11]} == {(s, d) for s in SITES for d in
+                                                                 ("easy", "medium", "hard")}
+    check_solvers(task_ids[::11])
+
+
+@pytest.mark.slow
+def test_every_solver_scores_full_reward_on_every_task():
+    check_solvers(BrowserEnv(sites=SITES).task_ids())
+
+
 def test_a_random_policy_scores_low():
-    env = agentgym.make("Browser-v0", sites=list(SITES), max_turns=15)
+    env = agentgym.make("Browser-v0", sites=list(SITES), max_turns=12)
     rng, rewards = random.Random(0), []
-    for episode, task_id in enumerate(env.unwrapped.task_ids()[::10]):
+    for episode, task_id in enumerate(env.unwrapped.task_ids()[::12]):
         env.reset(seed=episode, options={"task_id": task_id})
         reward, done = 0.0, False
         while not done:
