@@ -56,12 +56,18 @@ class PageView:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def find(self, role: str, name: str, *, visible_only: bool = True) -> Node | None:
-        """The first node with this role and exactly this name (case- and space-insensitive)."""
-        want = " ".join(name.split()).casefold()
+        """The first node with this role and exactly this name (case- and space-insensitive).
+
+        An empty `name` matches any name; ``role#n`` picks the n-th match (1-based).
+        """
+        role, _, nth = role.partition("#")
+        want, skip = " ".join(name.split()).casefold(), int(nth or 1) - 1
         for node in self.nodes:
-            if node.role == role and " ".join(node.name.split()).casefold() == want:
+            if node.role == role and (not want or " ".join(node.name.split()).casefold() == want):
                 if node.visible or not visible_only:
-                    return node
+                    if skip == 0:
+                        return node
+                    skip -= 1
         return None
 
     def interactive_bids(self) -> list[Node]:
@@ -95,15 +101,22 @@ def _keep(node: Node, prune: bool) -> bool:
 
 
 def tree_lines(nodes: tuple[Node, ...], *, prune: bool) -> list[str]:
-    """The indented lines of the tree (pruned or not)."""
+    """The indented lines of the tree (pruned or not).
+
+    An element's own text shows as ``StaticText`` under it; when pruning hid
+    the element itself, its text line carries the element's bid, so any text
+    on the page can still be clicked.
+    """
     lines: list[str] = []
     for node in nodes:
         indent = "  " * min(node.depth, 12) if not prune else ("  " if node.role == "option" else "")
-        if _keep(node, prune):
+        kept = _keep(node, prune)
+        if kept:
             lines.append(indent + node_line(node, show_bid=node.role != "option"))
         if node.text and (not prune or node.visible) and node.text not in node.name \
                 and not (prune and node.role == "LabelText"):
-            lines.append(indent + ("  " if _keep(node, prune) else "") + f"StaticText {_quote(node.text, 300)}")
+            text = f"StaticText {_quote(node.text, 300)}"
+            lines.append(indent + ("  " + text if kept else f"[{node.bid}] {text}"))
     return lines
 
 

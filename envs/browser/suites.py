@@ -105,8 +105,9 @@ def plan_action(step: Step, view: PageView) -> str | None:
         return str(BrowserAction("goto", text=step.arg))
     if step.op == "answer":
         return str(BrowserAction("answer", text=step.arg))
-    node = view.find(step.role, step.name) or next(
-        (n for n in view.nodes if n.visible and " ".join(n.name.split()).casefold() == step.name.casefold()), None)
+    node = view.find(step.role, step.name) or (step.name and next(
+        (n for n in view.nodes if n.visible and step.name.casefold() in (" ".join(n.name.split()).casefold(),
+                                                                         n.text.casefold())), None)) or None
     if node is None:
         return None
     return str(BrowserAction(step.op, bid=node.bid, text=step.arg))
