@@ -23,6 +23,10 @@ solver's action is computed outside the clock). Keys:
 - ``*_ratio_to_maze``: each figure over the maze's, measured in the same run;
 - ``sre_*`` (with ``--sre``): SRE-v0's image build, task start cold and warm, steps/s and 32
   concurrent episodes (8 with ``--quick``); see bench/envs_sre.py.
+- ``browser`` (with ``--browser``): Browser-v0 in headless Chromium (see bench/browser_figures.py):
+  context start p50/p99, solver steps/s (and its ratio to the maze's), observation
+  tokens (characters / 4) mean/p99 with and without pruning, Chromium memory (PSS)
+  per open episode, and 16 concurrent solver episodes with their error count.
 
 Figures only; nothing here asserts a time.
 """
@@ -120,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--browser", action="store_true", help="add the Browser-v0 figures (headless Chromium)")
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--sre", action="store_true", help="also SRE-v0: image build, task start, concurrency")
     args = parser.parse_args()
@@ -145,6 +150,13 @@ def main() -> None:
         results.update(measure_sre(args.quick))
         sre = results.get("sre_steps_per_s")
         results["sre_ratio_to_maze"] = sre / maze if sre and maze else None
+    if args.browser:
+        from browser_figures import browser_figures
+
+        browser = browser_figures(args.quick)
+        if browser.get("steps_per_s") and maze:
+            browser["steps_ratio_to_maze"] = browser["steps_per_s"] / maze
+        results["browser"] = browser
     if args.json:
         print(json.dumps(results, indent=2))
         return
@@ -165,6 +177,13 @@ def main() -> None:
     Console().print(latency)
     if args.sre:
         Console().print({k: v for k, v in results.items() if k.startswith("sre_")})
+    if "browser" in results:
+        browser = Table(title="Browser-v0 (headless Chromium, local sites, scripted solvers)")
+        browser.add_column("figure")
+        browser.add_column("value")
+        for key, value in results["browser"].items():
+            browser.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
+        Console().print(browser)
 
 
 if __name__ == "__main__":
