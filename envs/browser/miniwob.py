@@ -83,7 +83,9 @@ class MiniWobRun:
                  window.__agentgymEpisode = true;
                }""", [seed if seed is None else str(seed), self.max_time_ms])
         await session.page.wait_for_function("() => WOB_TASK_READY !== false", timeout=10_000)
-        self.utterance = await session.page.evaluate("() => core.getUtterance()")
+        utterance = await session.page.evaluate("() => core.getUtterance()")
+        # some tasks answer {utterance, fields} (natural-language variants); the text is the instruction
+        self.utterance = str(utterance.get("utterance", "")) if isinstance(utterance, dict) else str(utterance)
         solver = SOLVERS.get(self.task_id)
         self.plan = solver(self.utterance) if solver else []
         return self.utterance
