@@ -40,10 +40,16 @@ def builtin_env_ids() -> list[str]:
 
 
 NEEDS_DOCKER = {"SRE-v0", "Code-v0"}  # a live system / a sandbox in a container per episode
+NEEDS_BROWSER = {"Browser-v0"}  # headless Chromium
 
 
-@pytest.mark.parametrize("env_id", [pytest.param(e, marks=pytest.mark.docker) if e in NEEDS_DOCKER else e
-                                    for e in builtin_env_ids()])
+def _marked(env_id: str):
+    if env_id in NEEDS_DOCKER:
+        return pytest.param(env_id, marks=pytest.mark.docker)
+    return pytest.param(env_id, marks=pytest.mark.browser) if env_id in NEEDS_BROWSER else env_id
+
+
+@pytest.mark.parametrize("env_id", [_marked(e) for e in builtin_env_ids()])
 def test_envs_check_passes_for_every_builtin_env(env_id):
     result = invoke("envs", "check", env_id, "--json")
     assert result.exit_code == 0, result.stdout
