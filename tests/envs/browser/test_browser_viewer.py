@@ -7,7 +7,7 @@ from pathlib import Path
 from agentgym.envs.browser.driver import CHROMIUM, CHROMIUM_ARGS
 
 from agentgym.registration import make
-from agentgym.rollout import run_episode
+from agentgym.single_episode import run_episode
 from agentgym.store import TrajectoryStore
 
 ARTIFACTS = Path(__file__).resolve().parents[3] / "artifacts" / "browser"
