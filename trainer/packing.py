@@ -8,6 +8,10 @@ restart at 0 for every sample; with no attention mask, transformers then builds
 a block-diagonal causal mask, so no token attends across samples and no
 compute is spent on padding.
 
+A turn whose prompt a context window rendered afresh (``info["context"]["reset"]``,
+see `agentgym.collector.window`) starts a new segment: position ids restart there,
+so its tokens attend only to that prompt, exactly the context the model sampled in.
+
 Per-token arrays are aligned with `input_ids`; the log-prob of token j is read
 from the logits at j-1 (an action token is never a sequence's first token).
 """
@@ -37,6 +41,7 @@ class Sample:
     turn_lengths: list[int] = field(default_factory=list)  #: number of action tokens of each turn
     turn_returns: list[float] = field(default_factory=list)  #: critic targets per turn (gae/spa), else empty
     weight: float = 1.0  #: sample weight from the data manager (staleness down-weighting)
+    segment_starts: list[int] = field(default_factory=list)  #: where a context window started a new context
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -59,7 +64,10 @@ def episode_to_sample(episode: Episode, turn_advantages: Sequence[float], *, wei
     ver: list[int] = []
     starts: list[int] = []
     lengths: list[int] = []
+    segments: list[int] = []
     for turn, a in zip(episode.turns, turn_advantages, strict=True):
+        if ids and (turn.info.get("context") or {}).get("reset"):
+            segments.append(len(ids))  # the model saw only this turn's prompt from here: a new attention segment
         if not turn.prompt_ids and not ids:
             raise ValueError(f"episode {episode.id} turn {turn.index} has no prompt_ids: train on episodes "
                              "collected by a token-level policy backend (hf, vllm, openai), not a text policy")
@@ -80,7 +88,15 @@ def episode_to_sample(episode: Episode, turn_advantages: Sequence[float], *, wei
         adv += [float(a) * bool(m) for m in turn_mask]
         lp += [float(x) for x in logprobs]
         ver += [int(v) for v in versions]
-    return Sample(episode.id, ids, mask, adv, lp, ver, starts, lengths, list(turn_returns), weight)
+    return Sample(episode.id, ids, mask, adv, lp, ver, starts, lengths, list(turn_returns), weight, segments)
+
+
+def positions(sample: Sample) -> torch.Tensor:
+    """Position ids of one sample: 0.. from its start and again from every segment start (context window)."""
+    pos = torch.arange(len(sample))
+    for start in sample.segment_starts:
+        pos[start:] -= pos[start].clone()
+    return pos
 
 
 @dataclass
@@ -138,7 +154,7 @@ def pack(samples: Sequence[Sample]) -> TokenBatch:
     cat = lambda name, dtype: torch.tensor([x for s in samples for x in getattr(s, name)], dtype=dtype)  # noqa: E731
     return TokenBatch(
         input_ids=cat("input_ids", torch.long).unsqueeze(0),
-        position_ids=torch.cat([torch.arange(len(s)) for s in samples]).unsqueeze(0),
+        position_ids=torch.cat([positions(s) for s in samples]).unsqueeze(0),
         attention_mask=None,
         loss_mask=cat("loss_mask", torch.float32),
         advantages=cat("advantages", torch.float32),
@@ -153,6 +169,9 @@ def pad(samples: Sequence[Sample], pad_id: int) -> TokenBatch:
     """The classic layout: one right-padded row per sample (the reference for `pack`)."""
     if not samples:
         raise ValueError("cannot pad an empty list of samples")
+    if any(s.segment_starts for s in samples):
+        raise ValueError("episodes collected with a context window start new contexts mid-sequence, which only "
+                         "packed batches express (position ids restart per segment); set packing: true")
     width = max(len(s) for s in samples)
 
     def grid(name: str, fill: float, dtype: torch.dtype) -> torch.Tensor:

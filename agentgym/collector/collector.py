@@ -45,6 +45,7 @@ from agentgym.collector.faults import (
 )
 from agentgym.collector.progress import CollectProgress, Counters
 from agentgym.collector.run import EpisodeRun
+from agentgym.collector.window import render_window
 from agentgym.context_tokens import TRAIN_ON, ChatFormat
 from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError
@@ -310,7 +311,12 @@ class Collector:
         if len(run.episode.turns) >= run.budget and not self._extend(run):
             run.end(EpisodeStatus.TRUNCATED, f"turn limit of {run.budget} reached", Failure.MODEL)
             return False
-        prompt = run.prompt_delta()
+        budget = self.config.episode_token_budget
+        if budget is not None and run.episode.num_action_tokens >= budget:
+            run.end(EpisodeStatus.TRUNCATED, f"episode token budget: {run.episode.num_action_tokens} of {budget} "
+                    "sampled tokens used", Failure.MODEL)
+            return False
+        prompt = self._windowed(run, run.prompt_delta())
         limit = self.config.max_context or self.policy.max_context
         if prompt is not None and limit is not None and len(run.context) + len(prompt) >= limit:
             run.end(EpisodeStatus.TRUNCATED, f"context length: {len(run.context) + len(prompt)} tokens would leave "
@@ -321,6 +327,19 @@ class Collector:
             self._snapshots.setdefault(run.id, {})[len(run.episode.turns)] = token
         run.observe(prompt, _fingerprint(run.env))
         return True
+
+    def _windowed(self, run: EpisodeRun, prompt: list[int] | None) -> list[int] | None:
+        """`prompt`, or the whole windowed prompt when the context window says the history must be cut."""
+        window = self.config.context_window
+        if prompt is None or window is None or not window.active or not run.episode.turns:
+            return prompt
+        if not window.needed(run.context_turns, len(run.context) + len(prompt)):
+            return prompt
+        assert run.fmt is not None
+        cut = render_window(run.fmt, run.system_prompt, run.episode.turns, run.observation, window,
+                            len(run.context) + len(prompt))
+        self.counters.windowed += 1
+        return run.rewindow(cut)
 
     def _extend(self, run: EpisodeRun) -> bool:
         if run.episode.turns:
@@ -333,6 +352,10 @@ class Collector:
 
     def _sampling(self, run: EpisodeRun) -> Any:
         sampling = self.config.sampling
+        budget = self.config.episode_token_budget
+        if budget is not None:
+            left = max(1, budget - run.episode.num_action_tokens)
+            sampling = sampling.replace(max_new_tokens=min(sampling.max_new_tokens, left))
         limit = self.config.max_context or self.policy.max_context
         if run.fmt is not None and limit is not None:
             sampling = sampling.replace(max_new_tokens=max(1, min(sampling.max_new_tokens, limit - len(run.context))))

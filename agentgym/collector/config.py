@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentgym.collector.turns import FixedTurns, TurnControl
+from agentgym.collector.window import ContextWindow
 from agentgym.errors import ConfigError
 from agentgym.policy.base import SamplingParams
 from agentgym.registration import resolve_turn_limit
@@ -36,6 +37,8 @@ class CollectorConfig:
     generate_timeout_s: float | None = 600.0  #: limit on one policy call, our timeout
     episode_timeout_s: float | None = None  #: limit on a whole episode, our timeout
     max_context: int | None = None  #: context length in tokens (None: the policy's); past it: truncated
+    context_window: ContextWindow | None = None  #: keep the last N turns / a prompt-token budget (long horizons)
+    episode_token_budget: int | None = None  #: sampled tokens per episode (per turn: sampling.max_new_tokens)
     check_template: bool = False  #: verify every finished episode's ids against a fresh tokenization
     record_snapshots: bool = False  #: keep env snapshots at every turn so `branch` restores instead of replaying
     mask_stale_tokens: bool = False  #: APRIL option: loss mask 0 on tokens from earlier rounds of a resumed episode
@@ -52,6 +55,8 @@ class CollectorConfig:
                 raise ConfigError(f"{name} must be > 0 seconds or None (no limit), got {value}")
         if self.env_runtime not in ENV_RUNTIMES:
             raise ConfigError(f"env_runtime must be one of {', '.join(ENV_RUNTIMES)}, got {self.env_runtime!r}")
+        if self.episode_token_budget is not None and self.episode_token_budget < 1:
+            raise ConfigError(f"episode_token_budget must be >= 1 sampled token, got {self.episode_token_budget}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {self.max_turns}")
 

@@ -30,6 +30,7 @@ class Counters:
     errors: int = 0
     turns: int = 0
     tokens: int = 0
+    windowed: int = 0  #: turns whose prompt a context window cut
 
     def rates(self) -> tuple[float, float, float]:
         """(episodes/s, turns/s, tokens/s)."""

@@ -49,6 +49,10 @@ class EpisodeRun:
     finished: bool = False  #: complete, truncated or error; nothing left to do
     open_turn: Turn | None = None  #: a turn whose generation was aborted and will be continued
     stop_ids: frozenset[int] = frozenset()
+    context_turns: int = 0  #: finished turns whose ids are in `context` (a window drops some)
+    segment_start: int = 0  #: index of the turn whose prompt started the current context (0, or the last window)
+    _cut: dict[str, Any] | None = None  #: the window applied to the next observed turn
+    _window_user: Message | None = None  #: the windowed form of the next observation (marker included)
 
     @property
     def id(self) -> str:
@@ -74,11 +78,31 @@ class EpisodeRun:
         """Open the turn that answers `observation`, its prompt ids already checked against the context limit."""
         turn = Turn(index=len(self.episode.turns), observation=self.observation,
                     prompt_ids=list(prompt_ids or []), state_fingerprint=fingerprint)
-        self.messages.append({"role": "user", "content": self.observation})
+        self.messages.append(self._window_user or {"role": "user", "content": self.observation})
         if prompt_ids:
             self.context.extend(prompt_ids)
+        if self._cut is not None:
+            turn.info["context"] = self._cut
+            totals = self.episode.metadata.setdefault("context", {"windowed_turns": 0, "dropped_tokens": 0})
+            totals["windowed_turns"] += 1
+            totals["dropped_tokens"] += self._cut["dropped_tokens"]
+            self.segment_start = turn.index
+        self._cut = self._window_user = None
         self.episode.turns.append(turn)
         return turn
+
+    def rewindow(self, windowed: Any) -> list[int]:
+        """Replace the context by a windowed prompt (`agentgym.collector.window.Windowed`); returns its ids.
+
+        The next `observe` records the ids as the turn's whole prompt, marked ``info["context"]["reset"]``.
+        """
+        self.context = []
+        self.messages = list(windowed.messages[:-1])
+        self._window_user = windowed.messages[-1]
+        self.context_turns = sum(m["role"] == "assistant" for m in self.messages)
+        self._cut = {"reset": True, "dropped_turns": windowed.dropped_turns, "dropped_tokens": windowed.dropped_tokens,
+                     "prompt_tokens": len(windowed.ids)}
+        return list(windowed.ids)
 
     # ---- actions --------------------------------------------------------------
     def request(self, sampling: SamplingParams, tools: list[dict[str, Any]] | None) -> GenerationRequest:
@@ -118,6 +142,7 @@ class EpisodeRun:
         """Record the env's reply to the current turn's action."""
         turn = self.episode.turns[-1]
         self.messages.append({"role": "assistant", "content": turn.action_text})
+        self.context_turns += 1
         turn.reward, turn.terminated, turn.truncated = reward, terminated, truncated
         turn.info.update(info)
         turn.timings["env_s"] = seconds
@@ -150,7 +175,8 @@ class EpisodeRun:
         messages = list(self.messages)
         if len(messages) and messages[-1]["role"] == "user":
             messages.append({"role": "assistant", "content": self.episode.turns[-1].action_text})
-        result = check_episode(self.fmt, messages, [(t.prompt_ids, t.action_ids) for t in self.episode.turns])
+        turns = self.episode.turns[self.segment_start:]  # a window starts a new context: check the current one
+        result = check_episode(self.fmt, messages, [(t.prompt_ids, t.action_ids) for t in turns])
         return result.to_dict()
 
     # ---- branching ----------------------------------------------------------------
@@ -170,7 +196,10 @@ class EpisodeRun:
             run.tokenize_prefix()
         for t in child.turns:
             run.messages += [{"role": "user", "content": t.observation}, {"role": "assistant", "content": t.action_text}]
+            if t.info.get("context", {}).get("reset"):
+                run.context, run.segment_start = [], t.index
             run.context += [*t.prompt_ids, *t.action_ids]
+        run.context_turns = len(child.turns)
         run.observation = parent.turns[turn].observation
         return run
 
