@@ -1,31 +1,43 @@
-"""Learning benchmark: credit-assignment estimators with equal rollout budgets on the quickstart env.
+"""Learning benchmark: every credit-assignment estimator on Maze-v0 and KeyDoor-v0, equal update budgets.
 
-    python bench/learning.py                                   # grpo and gigpo, 3 seeds, a rich table
-    python bench/learning.py --estimators grpo,gigpo,spa,oprl,trace --json
-    python bench/learning.py --updates 4 --seeds 1 --json      # toy scale (smoke test)
+    python bench/learning.py                                         # every estimator, both envs, 5 seeds
+    python bench/learning.py --estimators grpo,gigpo --envs KeyDoor-v0 --seeds 2 --updates 30
+    python bench/learning.py --json                                  # one JSON object (shape below)
+    python bench/learning.py --updates 1 --seeds 1 --estimators grpo --set sft_steps=2 --json   # smoke scale
 
-Every run is the real training loop (`trainer.train.train`) on configs/quickstart.yaml
-with only `estimator` (and the seed) changed, except that dynamic sampling is off
-(`drop_zero_variance: false`) so that every update spends exactly the same rollout
-budget (groups_per_batch x group_size episodes) whatever the estimator. No
-estimator's own hyperparameters are tuned: each runs with its docs/algorithms.md
-defaults (and the recipe's credit-model settings for spa / oprl).
+Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared
+CPU recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
+maze-open.yaml, configs/keydoor.yaml). The budget is the number of updates, the same for every
+estimator; dynamic sampling is off (`drop_zero_variance: false`) so that every update consumes the same
+groups_per_batch x group_size episodes whatever the estimator. `--time-limit` is a guard only: a run it
+cuts is reported as cut. No estimator is tuned per seed: each runs with its docs/algorithms.md
+defaults and its recipe's settings.
 
-Measured per run: updates until the success rate of the rollouts (3-update moving
-average) first reaches `--threshold`, and the final success (mean of the last 5
-updates). Reported per estimator: mean and spread (min-max) over seeds; a run that
-never reaches the threshold counts as `--updates` and is flagged.
+Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates):
+updates and env steps (turns collected) until held-out success first reaches 0.5 and 0.8, the final
+held-out success (last evaluation) and whether the run collapsed (final success below its best by more
+than 0.2). The table gives means over seeds with a 95% interval (t distribution) for the final
+success; the PNG draws every run's held-out curve; `--json` prints exactly
+
+    {"envs": {ENV_ID: {ESTIMATOR: {"updates_to_0.5": [...], "updates_to_0.8": [...],
+                                   "final_success": [...], "collapsed": [...],
+                                   "env_steps_to_0.5": [...], "env_steps_to_0.8": [...],
+                                   "wall_s": [...], "stopped_by": [...]}}},
+     "updates": N, "seeds": S}
+
+with one list entry per seed (null where a threshold was never reached).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,100 +48,187 @@ from rich.table import Table  # noqa: E402
 
 from agentgym.config import load_train_config  # noqa: E402
 
-#: per-estimator settings that are part of the estimator, not tuning (critic / learned-model plumbing)
-ESTIMATOR_SETTINGS: dict[str, dict[str, object]] = {
-    "gae": {"critic_warmup_updates": 2},
-    "spa": {"credit_model_params": {"lr": 0.0003, "warmup_steps": 5, "micro_batch_size": 16}},
-    "oprl": {"credit_model_params": {"lr": 0.0001, "beta": 0.05, "micro_batch_size": 16}},
-}
+ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
+#: env id -> the recipe file whose env section (and warm start) the benchmark uses
+ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
+ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes")
+THRESHOLDS = (0.5, 0.8)
+COLLAPSE_DROP = 0.2
 
 
 @dataclass
 class RunOutcome:
+    env: str
     estimator: str
     seed: int
-    updates_to_threshold: int | None
-    final_success: float
-    successes: list[float]
-    seconds: float
+    evals: list[tuple[int, int, float]]  #: (update, env steps, held-out success)
+    wall_s: float
+    stopped_by: str
+    reached: dict[float, tuple[int, int] | None] = field(default_factory=dict)  #: threshold -> (update, steps)
+
+    @property
+    def final(self) -> float:
+        return self.evals[-1][2] if self.evals else float("nan")
+
+    @property
+    def collapsed(self) -> bool:
+        return bool(self.evals) and max(s for _, _, s in self.evals) - self.final > COLLAPSE_DROP
 
 
-def moving_average(values: list[float], window: int = 3) -> list[float]:
-    return [statistics.fmean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+def env_section(env_id: str) -> dict[str, object]:
+    """The env keys (and warm start, where the env's recipe sets one) the benchmark env's file sets."""
+    cfg = load_train_config(ENV_SECTIONS[env_id])
+    return {k: getattr(cfg, k) for k in ENV_KEYS if k in cfg.model_fields_set}
 
 
-def run_one(estimator: str, seed: int, args: argparse.Namespace, out: Path, console: Console) -> RunOutcome:
+def run_one(env_id: str, estimator: str, seed: int, args: argparse.Namespace, out: Path,
+            console: Console) -> RunOutcome:
     from agentgym.trainer.train import train
 
-    overrides = {"name": f"{estimator}-s{seed}", "output_dir": str(out), "seed": seed, "estimator": estimator,
-                 "updates": args.updates, "drop_zero_variance": False, "eval_tasks": 0, "eval_every": 0,
-                 "checkpoint_every": 0, "tensorboard": False, "plot": False, "time_limit_s": None,
-                 **ESTIMATOR_SETTINGS.get(estimator, {})}
-    cfg = load_train_config(args.config, overrides)
+    overrides = {**env_section(env_id), "name": f"{env_id}-{estimator}-s{seed}", "output_dir": str(out),
+                 "seed": seed, "updates": args.updates, "drop_zero_variance": False, "eval_tasks": args.eval_tasks,
+                 "eval_every": args.eval_every, "checkpoint_every": 0, "tensorboard": False, "plot": False,
+                 "time_limit_s": args.time_limit, "torch_threads": args.torch_threads, **args.overrides}
+    cfg = load_train_config(ROOT / "configs" / f"{estimator}.yaml", overrides)
     started = time.perf_counter()
     result = train(cfg, console=console)
-    successes = [r["success_rate"] for r in result.rows]
-    smooth = moving_average(successes)
-    reached = next((i + 1 for i, s in enumerate(smooth) if s >= args.threshold), None)
-    final = statistics.fmean(successes[-5:]) if successes else float("nan")
-    return RunOutcome(estimator, seed, reached, final, successes, time.perf_counter() - started)
+    evals = [(int(r["update"]), int(r.get("env_steps", 0)), float(r["eval_success_rate"]))
+             for r in result.rows if "eval_success_rate" in r]
+    o = RunOutcome(env_id, estimator, seed, evals, time.perf_counter() - started, result.stopped_by)
+    for t in THRESHOLDS:
+        o.reached[t] = next(((u, s) for u, s, rate in evals if rate >= t), None)
+    return o
 
 
-def summarise(outcomes: list[RunOutcome], updates: int) -> dict[str, dict[str, float]]:
-    by: dict[str, list[RunOutcome]] = {}
+#: two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def interval95(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t interval over seeds (0 for a single seed)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, object]:
+    envs: dict[str, dict[str, dict[str, list]]] = {}
     for o in outcomes:
-        by.setdefault(o.estimator, []).append(o)
-    summary = {}
-    for name, runs in by.items():
-        to_thr = [o.updates_to_threshold if o.updates_to_threshold is not None else updates for o in runs]
-        finals = [o.final_success for o in runs]
-        summary[name] = {
-            "updates_to_threshold": statistics.fmean(to_thr), "updates_min": min(to_thr), "updates_max": max(to_thr),
-            "reached": sum(o.updates_to_threshold is not None for o in runs), "runs": len(runs),
-            "final_success": statistics.fmean(finals), "final_min": min(finals), "final_max": max(finals),
-            "seconds_per_run": statistics.fmean(o.seconds for o in runs)}
-    return summary
+        e = envs.setdefault(o.env, {}).setdefault(o.estimator, {})
+        for t in THRESHOLDS:
+            hit = o.reached[t]
+            e.setdefault(f"updates_to_{t}", []).append(hit[0] if hit else None)
+            e.setdefault(f"env_steps_to_{t}", []).append(hit[1] if hit else None)
+        e.setdefault("final_success", []).append(round(o.final, 4))
+        e.setdefault("collapsed", []).append(o.collapsed)
+        e.setdefault("wall_s", []).append(round(o.wall_s, 1))
+        e.setdefault("stopped_by", []).append(o.stopped_by)
+    return {"envs": envs, "updates": args.updates, "seeds": args.seeds}
+
+
+def _mean_reached(values: list[int | None]) -> str:
+    hits = [v for v in values if v is not None]
+    return f"{statistics.fmean(hits):.1f} ({len(hits)}/{len(values)})" if hits else f"- (0/{len(values)})"
+
+
+def print_table(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
+    table = Table(title=f"held-out success, {args.updates} updates per run (equal budgets), {args.seeds} seed(s)")
+    for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
+                "final success (95% CI)", "collapsed", "wall s/run", "cut by time"):
+        table.add_column(col, justify="right")
+    for env_id, per in data["envs"].items():  # type: ignore[union-attr]
+        for name, e in per.items():
+            mean, half = interval95(e["final_success"])
+            table.add_row(env_id, name, _mean_reached(e["updates_to_0.5"]), _mean_reached(e["updates_to_0.8"]),
+                          _mean_reached(e["env_steps_to_0.5"]), _mean_reached(e["env_steps_to_0.8"]),
+                          f"{mean:.2f} ± {half:.2f}", f"{sum(e['collapsed'])}/{len(e['collapsed'])}",
+                          f"{statistics.fmean(e['wall_s']):.0f}", str(e["stopped_by"].count("time_limit")))
+    console.print(table)
+    console.print("updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets)")
+
+
+def plot(outcomes: list[RunOutcome], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({o.env for o in outcomes})
+    names = sorted({o.estimator for o in outcomes}, key=lambda n: (ESTIMATORS + (n,)).index(n))
+    colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
+    for ax, env_id in zip(axes[0], envs, strict=True):
+        for o in (o for o in outcomes if o.env == env_id):
+            ax.plot([u for u, _, _ in o.evals], [s for _, _, s in o.evals], "o-", ms=3, alpha=0.8,
+                    color=colours[o.estimator], label=o.estimator if o.seed == min(
+                        x.seed for x in outcomes if x.env == env_id and x.estimator == o.estimator) else None)
+        for t in THRESHOLDS:
+            ax.axhline(t, color="grey", lw=0.5, ls="--")
+        ax.set_title(env_id)
+        ax.set_xlabel("update")
+        ax.set_ylabel("held-out success (greedy)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def parse_sets(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--estimators", default="grpo,gigpo")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--updates", type=int, default=30, help="updates per run (the equal rollout budget)")
-    parser.add_argument("--threshold", type=float, default=0.5)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quickstart.yaml"))
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS))
+    parser.add_argument("--envs", default=",".join(ENV_SECTIONS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--updates", type=int, default=60, help="updates per run: the equal budget")
+    parser.add_argument("--eval-every", type=int, default=5, help="held-out evaluation every N updates")
+    parser.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks per evaluation")
+    parser.add_argument("--time-limit", type=float, default=None, help="guard: seconds per run (reported if it cuts)")
+    parser.add_argument("--torch-threads", type=int, default=2)
+    parser.add_argument("--plot", default="learning.png", help="PNG with every run's held-out curve")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a run config key for every run (YAML value), e.g. --set group_size=4")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    args.overrides = parse_sets(parser, args.set)
+    envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+    unknown = [e for e in envs if e not in ENV_SECTIONS]
+    if unknown:
+        parser.error(f"unknown benchmark env(s) {unknown}; choose from {sorted(ENV_SECTIONS)}")
+    args.eval_every = min(args.eval_every, args.updates)
     console = Console(stderr=args.json)
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="agentgym-learning-") as tmp:
-        for name in args.estimators.split(","):
-            for seed in range(args.seeds):
-                console.print(f"[bold]{name}[/] seed {seed}: {args.updates} updates ...")
-                o = run_one(name.strip(), seed, args, Path(tmp), console)
-                outcomes.append(o)
-                console.print(f"  reached {args.threshold} at update {o.updates_to_threshold}, "
-                              f"final success {o.final_success:.2f} ({o.seconds:.0f} s)")
-    summary = summarise(outcomes, args.updates)
+        for env_id in envs:
+            for name in [n.strip() for n in args.estimators.split(",") if n.strip()]:
+                for seed in range(args.seeds):
+                    console.print(f"[bold]{env_id} {name}[/] seed {seed}: {args.updates} updates ...")
+                    o = run_one(env_id, name, seed, args, Path(tmp), console)
+                    outcomes.append(o)
+                    console.print(f"  held-out {[round(s, 2) for _, _, s in o.evals]}, final {o.final:.2f}, "
+                                  f"{o.wall_s:.0f} s ({o.stopped_by})")
+    data = as_json(outcomes, args)
+    if args.plot:
+        plot(outcomes, Path(args.plot))
     if args.json:
-        flat: dict[str, object] = {"threshold": args.threshold, "updates": args.updates, "seeds": args.seeds}
-        for name, s in summary.items():
-            flat[f"{name}_updates_to_threshold"] = round(s["updates_to_threshold"], 2)
-            flat[f"{name}_final_success"] = round(s["final_success"], 4)
-            flat[f"{name}_updates_to_threshold_range"] = [s["updates_min"], s["updates_max"]]
-            flat[f"{name}_final_success_range"] = [round(s["final_min"], 4), round(s["final_max"], 4)]
-            flat[f"{name}_runs_reaching_threshold"] = f"{s['reached']}/{s['runs']}"
-        print(json.dumps(flat))
+        print(json.dumps(data))
         return
-    table = Table(title=f"equal rollout budgets: {args.updates} updates x 128 episodes, {args.seeds} seeds")
-    for col in ("estimator", f"updates to {args.threshold}", "(min-max)", "reached", "final success",
-                "(min-max)", "s/run"):
-        table.add_column(col, justify="right")
-    for name, s in summary.items():
-        table.add_row(name, f"{s['updates_to_threshold']:.1f}", f"{s['updates_min']}-{s['updates_max']}",
-                      f"{s['reached']}/{s['runs']}", f"{s['final_success']:.2f}",
-                      f"{s['final_min']:.2f}-{s['final_max']:.2f}", f"{s['seconds_per_run']:.0f}")
-    console.print(table)
+    print_table(data, console, args)
+    if args.plot:
+        console.print(f"curves: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ class Progress:
         self.started = time.perf_counter()
         self.elapsed_before = log.rows()[-1]["elapsed_s"] if start and log.rows() else 0.0
         self.trained_episodes = int(log.rows()[-1]["episodes"]) if start and log.rows() else 0
+        self.env_steps = int(log.rows()[-1].get("env_steps", 0)) if start and log.rows() else 0
         self.last = time.perf_counter()
 
     def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
@@ -96,10 +97,12 @@ class Progress:
         take_dropped = getattr(self.c.dm, "take_dropped", None)
         dropped = take_dropped() if take_dropped is not None else []
         self.trained_episodes += len(batch.episodes)
+        self.env_steps += tally.turns
         wall = max(now - self.last, 1e-9)
         self.last = now
         row: dict[str, float] = {
             "update": update, "policy_version": version, "episodes": self.trained_episodes,
+            "env_steps": self.env_steps,  #: turns of every episode collected so far (dropped ones included)
             "success_rate": tally.successes / tally.episodes if tally.episodes else float("nan"),
             "reward_mean": tally.reward_sum / tally.episodes if tally.episodes else float("nan"),
             "collected_episodes": tally.episodes, "batch_episodes": len(batch.episodes),

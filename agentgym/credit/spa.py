@@ -9,11 +9,17 @@ and the advantages are turn-level GAE with the critic values `V_t` (see `agentgy
 Reference-code quirks are flags, off by default: `horizon_scale` multiplies r_t by
 `(n_turns - t - 1)` (zeroing the final turn) and `loo_baseline` replaces every c_t by
 `R_i - mean(R of the other rollouts of the group)`.
+
+Defaults that differ from the paper's reference code (both flags give the reference back):
+`grounding_mode="penalty"` (-beta on ungrounded turns instead of +beta on grounded ones) and
+`whiten=True` (batch-normalised advantages, as the reference's PPO trainer applies them); see
+docs/credit.md for the runs that showed why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -23,6 +29,7 @@ from agentgym.credit.batch import PerTurn, TurnBatch
 from agentgym.credit.gae import VALUES_FIX, turn_gae
 from agentgym.credit.registry import register_estimator
 from agentgym.credit.result import CreditResult
+from agentgym.credit.stats import EPS
 
 CONTRIBUTIONS_FIX = ("Pass contributions=ProgressEstimator.predict(episodes) (agentgym.credit.learned), "
                      "one c_t per turn, or loo_baseline=True for the reference WebShop variant.")
@@ -40,9 +47,11 @@ def grounding_from_validity(batch: TurnBatch) -> np.ndarray:
 
 
 def spa_turn_rewards(batch: TurnBatch, contributions: np.ndarray, grounding: np.ndarray, *, alpha: float,
-                     beta: float, horizon_scale: bool) -> np.ndarray:
-    """r_t = alpha * c_t + beta * g_t [T], optionally times (n_turns - t - 1)."""
-    rewards = alpha * contributions + beta * grounding
+                     beta: float, horizon_scale: bool, grounding_mode: str = "penalty") -> np.ndarray:
+    """r_t = alpha * c_t + beta * g_t [T] ("bonus"), or alpha * c_t - beta * (1 - g_t) ("penalty"),
+    optionally times (n_turns - t - 1)."""
+    ground = grounding if grounding_mode == "bonus" else grounding - 1.0
+    rewards = alpha * contributions + beta * ground
     if horizon_scale:
         rewards = rewards * (batch.lengths[batch.episode_of_turn] - batch.position - 1)
     return rewards
@@ -53,16 +62,25 @@ def spa_turn_rewards(batch: TurnBatch, contributions: np.ndarray, grounding: np.
                     group_relative=False, uses_critic=True)
 def spa(batch: TurnBatch, *, contributions: PerTurn | None = None, values: PerTurn | None = None,
         alpha: float = 1.0, beta: float = 0.5, grounding: PerTurn | None = None, gamma: float = 1.0,
-        lam: float = 0.95, horizon_scale: bool = False, loo_baseline: bool = False) -> CreditResult:
+        lam: float = 0.95, horizon_scale: bool = False, loo_baseline: bool = False,
+        grounding_mode: Literal["penalty", "bonus"] = "penalty", whiten: bool = True,
+        eps: float = EPS) -> CreditResult:
     """SPA advantages.
 
     Inputs: `contributions` c [T], `values` V [T], optional `grounding` g [T] (default: turn
     validity, 1 on final turns). Output: advantages [T], returns [T], turn_rewards r [T], values [T].
+    `whiten` normalises the advantages over the batch's turns (after the returns are taken), as the
+    reference's PPO trainer does. `grounding_mode="bonus"` is the paper's +beta per grounded turn;
+    the default "penalty" (-beta per ungrounded turn) carries the same preference without paying for
+    length: with gamma = 1 a per-turn bonus makes longer (failing) episodes worth more (docs/credit.md).
     """
     validate.number("spa", "alpha", alpha)
     validate.number("spa", "beta", beta)
     validate.number("spa", "gamma", gamma, low=0.0, high=1.0)
     validate.number("spa", "lam", lam, low=0.0, high=1.0)
+    validate.choice("spa", "grounding_mode", grounding_mode, ("penalty", "bonus"))
+    validate.choice("spa", "whiten", whiten, (True, False))
+    validate.number("spa", "eps", eps, low=0.0)
     if loo_baseline:
         c = np.repeat(outcome_advantages(batch, norm="mean", eps=0.0, singleton="zero", scale_loo=True),
                       batch.lengths)
@@ -71,6 +89,9 @@ def spa(batch: TurnBatch, *, contributions: PerTurn | None = None, values: PerTu
     v = batch.per_turn(values, name="values", estimator="spa", fix=VALUES_FIX)
     g = grounding_from_validity(batch) if grounding is None else batch.per_turn(
         grounding, name="grounding", estimator="spa", fix="")
-    r = spa_turn_rewards(batch, c, g, alpha=alpha, beta=beta, horizon_scale=horizon_scale)
+    r = spa_turn_rewards(batch, c, g, alpha=alpha, beta=beta, horizon_scale=horizon_scale,
+                         grounding_mode=grounding_mode)
     adv, ret = turn_gae(batch, r, v, gamma=gamma, lam=lam)
+    if whiten and len(adv) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + eps)
     return CreditResult("spa", batch, adv, returns=ret, turn_rewards=r, values=v)

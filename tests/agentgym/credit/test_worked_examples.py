@@ -79,11 +79,19 @@ def test_spa_example():
         Turn(index=0), Turn(index=1, info={"error_kind": "no_effect"}), Turn(index=2)])
     assert close(progress_loss([1.0], [[0.2, 0.5, 0.4]]), 0.01)
     result = compute_credit("spa", [ep], contributions=[[0.2, 0.5, 0.4]], values=[[0.6, 0.7, 0.8]],
-                            alpha=1.0, beta=0.5, gamma=1.0, lam=0.95)
+                            alpha=1.0, beta=0.5, gamma=1.0, lam=0.95, grounding_mode="bonus", whiten=False)
     assert close(result.turn_rewards, [0.7, 0.5, 0.9])
     assert close(result.advantages, [1.46025, 0.695, 0.1])
     assert close(result.returns, [2.06025, 1.395, 0.9])
     assert close(flat(result.returns_per_episode()), [2.06025, 1.395, 0.9])
+
+
+def test_spa_defaults_penalise_ungrounded_turns_and_whiten():
+    ep = Episode(group_id="g", total_reward=1.0, turns=[
+        Turn(index=0), Turn(index=1, info={"error_kind": "no_effect"}), Turn(index=2)])
+    result = compute_credit("spa", [ep], contributions=[[0.2, 0.5, 0.4]], values=[[0.6, 0.7, 0.8]])
+    assert close(result.turn_rewards, [0.2, 0.0, 0.4])  # a valid turn earns nothing for being valid
+    assert close(result.advantages.mean(), 0.0) and close(result.advantages.std(), 1.0, tol=1e-5)
 
 
 def test_turn_level_gae_is_the_same_recursion():
