@@ -240,6 +240,7 @@ def _rollback(f: Fault) -> list[Call]:
 
 # ---- slow query, missing index ---------------------------------------------------------------
 
+SQLITE_WAIT = "-cmd '.timeout 5000'"  # wait for the app's and worker's locks instead of failing at once
 INDEXES = {
     "idx_orders_customer": "CREATE INDEX idx_orders_customer ON orders (customer_id)",
     "idx_items_order": "CREATE INDEX idx_items_order ON order_items (order_id)",
@@ -248,11 +249,11 @@ INDEXES = {
 
 
 def _drop_index(f: Fault) -> Injection:
-    return Injection(post=f"sqlite3 /srv/data/app.db 'DROP INDEX {f.variant}'")
+    return Injection(post=f"sqlite3 {SQLITE_WAIT} /srv/data/app.db 'DROP INDEX {f.variant}'")
 
 
 def _create_index(f: Fault) -> list[Call]:
-    return [call("run", command=f"sqlite3 /srv/data/app.db {shlex.quote(INDEXES[f.variant])}")]
+    return [call("run", command=f"sqlite3 {SQLITE_WAIT} /srv/data/app.db {shlex.quote(INDEXES[f.variant])}")]
 
 
 KINDS: dict[str, FaultKind] = {k.name: k for k in [
