@@ -20,7 +20,7 @@ import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,7 +58,6 @@ class PoolStats:
     closed: int = 0
     contexts: int = 0
     crashed: int = 0
-    live: list[int] = field(default_factory=list)
 
 
 class BrowserDriver:

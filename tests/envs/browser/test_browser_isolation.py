@@ -116,3 +116,20 @@ def test_each_episode_gets_fresh_cookies_and_storage(playground):
     left = playground.driver.call(playground._session.page.evaluate(
         "() => [document.cookie, localStorage.getItem('k')]"), timeout_s=10)
     assert left == ["", None]
+
+
+def test_browsers_are_recycled_every_n_episodes():
+    from agentgym.envs.browser.env import BrowserEnv
+
+    env = BrowserEnv(sites=("shop",), episodes_per_browser=2)
+    stats = env.driver.stats
+    launched, closed = stats.launched, stats.closed
+    pids = []
+    for seed in range(5):
+        env.reset(seed=seed)
+        pids.append(env._session.pooled.pid)
+    env.close()
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]  # a fresh browser every 2 episodes
+    assert stats.launched - launched == 3 and stats.closed - closed == 2  # retired browsers are closed
+    live = env.driver.browser_pids()
+    assert pids[0] not in live and pids[2] not in live and pids[4] in live  # the third serves the next episode

@@ -79,4 +79,5 @@ def test_a_random_policy_runs_on_a_sample_of_tasks_without_error():
 def test_a_random_policy_runs_on_every_shipped_task_without_error():
     rewards = random_episodes(miniwob_tasks())
     assert len(rewards) == len(miniwob_tasks())
-    assert sum(r > 0 for r in rewards.values()) < len(rewards) / 4  # random clicking rarely succeeds
+    wins = sum(r > 0 for r in rewards.values())
+    assert 0 < wins < len(rewards) / 4  # random clicking sometimes succeeds (click-test, ...), mostly not
