@@ -86,11 +86,34 @@ class TrainConfig(BaseModel):
     lora_target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     """Module names that get LoRA adapters."""
 
+    # ---- distributed trainer (docs/distributed.md) -----------------------------------------
+    strategy: Literal["single", "ddp", "fsdp2"] = "single"
+    """single: one process; ddp: a full replica per rank, gradients all-reduced; fsdp2: parameters, gradients
+    and optimizer state sharded over the ranks (torch.distributed.fsdp.fully_shard)."""
+    world_size: int = Field(1, ge=1)
+    """Trainer ranks (processes) over all nodes; started by torchrun or by runtime: ray."""
+    nodes: int = Field(1, ge=1)
+    """Nodes the ranks are spread over (world_size / nodes ranks per node, each on its own device)."""
+    fsdp_cpu_offload: bool = False
+    """fsdp2: keep parameter shards, gradients and optimizer state in host memory (CPUOffloadPolicy)."""
+    memory_limit_gib: float | None = Field(None, gt=0)
+    """Memory per rank the trainer's memory plan must fit in (None: the device's, or host memory / ranks on CPU)."""
+    dist_timeout_s: float = Field(1800.0, gt=0)
+    """A collective that a rank never joins fails after this many seconds (must exceed one batch's collection)."""
+
     # ---- rollout ---------------------------------------------------------------------------
     backend: Literal["hf", "openai", "vllm"] = "hf"
     """Rollout backend: hf (in process, weights synced in memory) or openai/vllm (save-and-reload)."""
     backend_url: str | None = None
     """openai backend: base URL of the OpenAI-compatible server."""
+    weight_sync: Literal["auto", "process_group", "shared_memory", "save_reload"] = "auto"
+    """How new weights reach the rollout side: auto = in memory for hf, save_reload for openai/vllm;
+    process_group (bucketed gloo/NCCL broadcast into `agentgym serve`, or NCCL into vLLM's workers) and
+    shared_memory (`agentgym serve` on this host) touch no disk."""
+    weight_sync_host: str = "127.0.0.1"
+    """process_group: the trainer's address as the engines reach it."""
+    weight_sync_bucket_mb: int = Field(256, ge=1)
+    """process_group / shared_memory: tensors travel in buckets of at most this many MB."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature (the trainer divides its logits by it too)."""
     top_p: float = Field(1.0, gt=0, le=1)
@@ -179,6 +202,13 @@ class TrainConfig(BaseModel):
     """runtime ray: actors that hold the envs (0: each rollout worker makes its envs in process)."""
     ray_address: str | None = None
     """runtime ray: the cluster to join (None: RAY_ADDRESS, else a local cluster on 127.0.0.1)."""
+    ray_trainer_gpus: float = Field(0.0, ge=0)
+    """runtime ray: GPUs each trainer rank reserves (1 on a GPU cluster)."""
+    ray_rollout_gpus: float = Field(0.0, ge=0)
+    """runtime ray: GPUs each rollout worker reserves."""
+    placement: Literal["colocated", "disaggregated"] = "colocated"
+    """runtime ray: colocated (trainer rank and rollout workers share a placement-group bundle and its device,
+    taking turns) or disaggregated (separate bundles: training and generation on separate devices at once)."""
     staleness_bound: int | None = Field(1, ge=0)
     """k: samples more than k policy versions behind are dropped or down-weighted (None: no bound)."""
     stale: Literal["drop", "downweight"] = "drop"
@@ -245,10 +275,41 @@ class TrainConfig(BaseModel):
             raise ValueError(f"kl is '{self.kl}' but kl_coef is 0: set kl_coef > 0 (e.g. 0.01) or kl: off")
         if self.backend == "openai" and not self.backend_url:
             raise ValueError("backend 'openai' needs backend_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.weight_sync == "shared_memory" and self.backend != "openai":
+            raise ValueError(f"weight_sync: shared_memory sends weights to an `agentgym serve` engine on this host: "
+                             f"it needs backend: openai (got {self.backend}); use weight_sync: auto")
+        if self.weight_sync == "process_group" and self.backend == "hf":
+            raise ValueError("weight_sync: process_group is for openai (agentgym serve) and vllm engines; backend hf "
+                             "syncs in memory: use weight_sync: auto")
+        if self.weight_sync == "save_reload" and self.backend == "hf":
+            raise ValueError("backend hf syncs in memory in the trainer's process; use weight_sync: auto")
+        self._check_strategy()
         if self.mini_batches > self.groups_per_batch * self.group_size:
             raise ValueError(f"mini_batches ({self.mini_batches}) exceeds the episodes per batch "
                              f"({self.groups_per_batch * self.group_size}); lower it")
         return self
+
+    def _check_strategy(self) -> None:
+        if self.strategy == "single":
+            if self.world_size > 1:
+                raise ValueError(f"strategy: single runs one process but world_size is {self.world_size}; "
+                                 "set strategy: ddp or fsdp2, or world_size: 1")
+            return
+        unsupported = {"a critic (estimator gae/spa)": self.uses_critic,
+                       "learned credit models (estimator spa/oprl)": self.estimator in ("spa", "oprl"),
+                       "an SFT warm start (sft_steps)": self.sft_steps > 0,
+                       "LoRA (lora_rank > 0) under fsdp2": self.strategy == "fsdp2" and self.lora_rank > 0}
+        for what, used in unsupported.items():
+            if used:
+                raise ValueError(f"strategy: {self.strategy} does not support {what} yet; use strategy: single"
+                                 + (" or ddp" if "LoRA" in what else ""))
+        if self.world_size % self.nodes:
+            raise ValueError(f"world_size ({self.world_size}) must be a multiple of nodes ({self.nodes})")
+        per_node, (devices, kind) = self.world_size // self.nodes, _local_devices(self.device)
+        if per_node > devices:
+            raise ValueError(f"world_size {self.world_size} over {self.nodes} node(s) puts {per_node} ranks on a "
+                             f"node that has {devices} {kind}; lower world_size to {devices * self.nodes} "
+                             "or raise nodes")
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -281,6 +342,20 @@ class TrainConfig(BaseModel):
     def episodes_per_batch(self) -> int:
         """Derived: groups_per_batch * group_size."""
         return self.groups_per_batch * self.group_size
+
+
+def _local_devices(device: str) -> tuple[int, str]:
+    """(devices a node has for trainer ranks, their kind): GPUs, or CPU cores on a CPU run."""
+    import os
+
+    if device != "cpu":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.device_count(), "GPU(s)"
+        if device == "cuda":
+            return 0, "GPU(s)"
+    return os.cpu_count() or 1, "CPU core(s)"
 
 
 def _check_estimator(name: str, params: dict[str, Any]) -> None:

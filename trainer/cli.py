@@ -58,6 +58,8 @@ def train(
     hf_logging.disable_progress_bar()  # the run prints its own table; weight-loading bars would break it up
 
     result = run_training(cfg, resume=resume, facts=facts)
+    if result.stopped_by == "leader":  # a follower rank of a ddp/fsdp2 run: rank 0 reports
+        return
     rows = result.rows
     last = rows[-1] if rows else {}
     if result.stopped_by == "time_limit":

@@ -7,6 +7,9 @@ from typing import Any
 
 from agentgym.trainer.collection import RolloutDriver
 from agentgym.trainer.credit_models import CreditModels
+from agentgym.trainer.distributed.group import RankGroup, init_group
+from agentgym.trainer.distributed.memory_plan import MemoryPlan, plan_memory
+from agentgym.trainer.distributed.strategy import make_strategy
 from agentgym.trainer.loss import LossConfig
 from agentgym.trainer.model import (
     ModelSpec,
@@ -14,13 +17,14 @@ from agentgym.trainer.model import (
     build_optimizer,
     build_scheduler,
     model_path,
+    resolve_device,
     resolve_dtype,
     trainable_parameters,
 )
 from agentgym.trainer.parts import Components, PolicySide
 from agentgym.trainer.update import PolicyUpdater, UpdateConfig
 from agentgym.trainer.value_head import Critic
-from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync
+from agentgym.trainer.weight_sync import InProcessSync, SaveAndReloadSync, WeightSync
 
 from agentgym.collector.collector import Collector
 from agentgym.config import TrainConfig
@@ -58,12 +62,14 @@ def split_tasks(cfg: TrainConfig, facts: EnvFacts) -> tuple[list[str], list[str]
     return train, held_out
 
 
-def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None) -> tuple[Any, Any]:
-    """(rollout backend, weight sync). hf: an in-process copy of the policy; others: save-and-reload."""
+def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None) -> tuple[Any, WeightSync]:
+    """(rollout backend, weight sync). hf: an in-process copy of the policy; openai and vllm: `cfg.weight_sync`
+    (save-and-reload by default)."""
     if cfg.backend == "hf":
         from agentgym.policy.hf import HFBackend
 
-        if hasattr(model, "peft_config"):  # a clean base model; merged LoRA weights arrive by weight sync
+        if hasattr(model, "peft_config") or cfg.strategy != "single":  # a clean base model (not a LoRA or
+            # sharded copy); the policy's full weights arrive by weight sync before the first rollout
             spec = model_spec(cfg)
             device = next(model.parameters()).device
             replica, _ = load_model(model_path(spec), dtype=resolve_dtype(spec.dtype, device), device=str(device))
@@ -75,18 +81,50 @@ def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None
         from agentgym.policy.openai import OpenAIBackend
 
         backend = OpenAIBackend(cfg.backend_url, tokenizer=tokenizer)
-        return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
+        return backend, openai_sync(cfg, backend, tokenizer)
     from agentgym.policy.vllm import VLLMBackend
 
+    if cfg.weight_sync == "process_group":  # NCCL into the engine's workers (GPU)
+        from agentgym.trainer.sync_vllm import VLLMProcessGroupSync
+
+        from agentgym.policy.vllm_weights import EXTENSION
+
+        backend = VLLMBackend.from_pretrained(model_path(model_spec(cfg)), worker_extension_cls=EXTENSION)
+        return backend, VLLMProcessGroupSync(backend, loop=loop, host=cfg.weight_sync_host,
+                                             bucket_bytes=cfg.weight_sync_bucket_mb << 20)
     backend = VLLMBackend.from_pretrained(model_path(model_spec(cfg)))
     return backend, SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer, loop=loop)
 
 
+def openai_sync(cfg: TrainConfig, backend: Any, tokenizer: Any) -> WeightSync:
+    """The `WeightSync` into an OpenAI-compatible server that `cfg.weight_sync` names."""
+    bucket = cfg.weight_sync_bucket_mb << 20
+    if cfg.weight_sync == "process_group":
+        from agentgym.trainer.sync_process_group import ProcessGroupSync
+
+        return ProcessGroupSync([cfg.backend_url], host=cfg.weight_sync_host, bucket_bytes=bucket, backend=backend)
+    if cfg.weight_sync == "shared_memory":
+        from agentgym.trainer.sync_shared_memory import SharedMemorySync
+
+        return SharedMemorySync([cfg.backend_url], bucket_bytes=bucket, backend=backend)
+    return SaveAndReloadSync(backend, cfg.run_dir / "weights", tokenizer)
+
+
 def build_policy_side(cfg: TrainConfig) -> PolicySide:
-    """Policy, optimizer, schedule, optional critic and the updater (the Ray trainer builds only this)."""
-    model, tokenizer = build_model(model_spec(cfg))
-    device = next(model.parameters()).device
+    """Policy (on this rank's device, replicated or sharded by `cfg.strategy`), optimizer, schedule,
+    optional critic and the updater (the Ray trainer ranks build only this)."""
+    group = init_group(cfg.strategy, cfg.world_size, cfg.device, cfg.dist_timeout_s)
+    spec = model_spec(cfg)
+    if group.distributed:  # each rank on its own device; fsdp2 keeps fp32 master weights (bf16 compute on GPU)
+        spec.device = str(group.device)
+        spec.dtype = "float32" if cfg.strategy == "fsdp2" else spec.dtype
+    memory = memory_plan(cfg, spec, group)
+    memory.check()  # before any weight is loaded
+    model, tokenizer = build_model(spec)
+    device = group.device if group.distributed else next(model.parameters()).device
     packed = cfg.layout == "packed" or (cfg.layout == "auto" and device.type == "cuda")
+    reference = frozen_reference(model, cfg, group)
+    strategy = make_strategy(cfg.strategy, model, group, cpu_offload=cfg.fsdp_cpu_offload)
     optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)
     steps_per_update = cfg.ppo_epochs * cfg.mini_batches
     scheduler = build_scheduler(optimizer, warmup=cfg.lr_warmup_updates * steps_per_update,
@@ -102,9 +140,34 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               estimator_params=dict(cfg.estimator_params))
     models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
     updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, critic=critic, device=device,
-                            credit_models=models if models.active else None)
+                            credit_models=models if models.active else None, strategy=strategy, reference=reference)
     return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater,
-                      prompt_tokenizer(tokenizer, cfg.chat_tools), packed)
+                      prompt_tokenizer(tokenizer, cfg.chat_tools), packed, memory)
+
+
+def memory_plan(cfg: TrainConfig, spec: ModelSpec, group: RankGroup) -> MemoryPlan:
+    """`plan_memory` for this rank's device and dtypes (the model's config only, nothing loaded)."""
+    import torch
+    from transformers import AutoConfig
+
+    device = group.device if group.distributed else resolve_device(spec.device)
+    param_bytes = torch.empty((), dtype=resolve_dtype(spec.dtype, device)).element_size()
+    compute_bytes = 2 if cfg.strategy == "fsdp2" and device.type == "cuda" else param_bytes
+    local = max(1, cfg.world_size // cfg.nodes)
+    return plan_memory(cfg, AutoConfig.from_pretrained(model_path(spec)), world_size=cfg.world_size, device=device,
+                       local_ranks=local, compute_bytes=compute_bytes, param_bytes=param_bytes)
+
+
+def frozen_reference(model: Any, cfg: TrainConfig, group: RankGroup) -> Any:
+    """The KL reference for a distributed run (sharded like the policy under fsdp2); None: the updater's own."""
+    if cfg.kl == "off" or cfg.strategy == "single" or hasattr(model, "peft_config"):
+        return None
+    reference = copy.deepcopy(model).eval()
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    if cfg.strategy == "fsdp2":
+        make_strategy("fsdp2", reference, group, cpu_offload=cfg.fsdp_cpu_offload)
+    return reference
 
 
 def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Components:

@@ -37,7 +37,7 @@ class RunResult:
     updates: int
     policy_version: int
     rows: list[dict[str, float]]
-    stopped_by: str  #: "updates" | "time_limit" | "no_signal"
+    stopped_by: str  #: "updates" | "time_limit" | "no_signal" | "leader" (a follower rank: the leader ended the run)
 
 
 def seed_everything(seed: int) -> None:
@@ -65,7 +65,9 @@ async def evaluate(c: Components, cfg: TrainConfig) -> tuple[float, int]:
 
 
 def restore_extra(c: Components, extra: dict[str, Any]) -> None:
-    """Learned credit models and the TRACE allocator from a checkpoint's extra state."""
+    """Learned credit models, the TRACE allocator and the mini-batch shuffle from a checkpoint's extra state."""
+    if hasattr(c.policy.updater, "load_shuffle_state"):
+        c.policy.updater.load_shuffle_state(extra)
     models = c.policy.updater.credit_models
     if models is not None and extra.get("credit_models") is not None:
         models.load_state_dict(extra["credit_models"])
@@ -136,8 +138,9 @@ class Progress:
     def save(self, update: int, version: int) -> None:
         c, p = self.c, self.c.policy
         models = p.updater.credit_models
+        shuffle = getattr(p.updater, "shuffle_state", None)  # the real updater's mini-batch shuffle (exact resume)
         extra = {"credit_models": models.state_dict() if models is not None else None,
-                 "trace_allocator": _allocator_state(c)}
+                 "trace_allocator": _allocator_state(c), **(shuffle() if shuffle is not None else {})}
         self.ckpt.save(model=p.model, tokenizer=p.tokenizer, optimizer=p.optimizer, scheduler=p.scheduler,
                        critic=p.critic, state=TrainerState(update, version, c.dm.cursor().to_dict(), extra))
 

@@ -79,7 +79,13 @@ def is_lora(model: Any) -> bool:
 
 
 def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """Full weights in the base model's key names (LoRA deltas merged in), for the rollout backend."""
+    """Full weights in the base model's key names (LoRA deltas merged in), for the rollout backend.
+
+    A sharded (fsdp2) policy gathers them through its strategy, with every rank taking part.
+    """
+    gather = getattr(model, "agentgym_full_state", None)
+    if gather is not None:
+        return gather()
     if not is_lora(model):
         return {k: v.detach() for k, v in model.state_dict().items()}
     base = model.get_base_model()
@@ -94,6 +100,26 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
         clean = key.replace(".base_layer.", ".")
         merged.setdefault(clean, value.detach())
     return merged
+
+
+def lora_adapter_state(model: Any) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """Only the LoRA adapter, for a rollout engine that holds the base weights: tensors named
+    ``<base weight key>@lora_A`` / ``@lora_B`` and each module's scaling (``W = W_base + scaling * B @ A``)."""
+    tensors: dict[str, torch.Tensor] = {}
+    scaling: dict[str, float] = {}
+    for name, module in model.get_base_model().named_modules():
+        if not (hasattr(module, "base_layer") and hasattr(module, "lora_A")):
+            continue
+        for adapter in module.active_adapters:
+            if adapter not in module.lora_A:
+                continue
+            if getattr(module, "fan_in_fan_out", False):
+                raise ValueError(f"{name}: fan_in_fan_out LoRA layers are not supported by adapter-only sync")
+            key = f"{name}.weight"
+            tensors[f"{key}@lora_A"] = module.lora_A[adapter].weight.detach()
+            tensors[f"{key}@lora_B"] = module.lora_B[adapter].weight.detach()
+            scaling[key] = float(module.scaling[adapter])
+    return tensors, scaling
 
 
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:

@@ -99,6 +99,7 @@ class PolicySide:
     updater: Updater
     prompt_tokenizer: Any  #: renders chat prompts (SFT warm start)
     packed: bool  #: padding-free packed batches (else padded rows)
+    memory: Any = None  #: `trainer.distributed.memory_plan.MemoryPlan` per rank (printed at start), or None
 
 
 @dataclass

@@ -19,7 +19,10 @@ from typing import Any
 import torch
 from agentgym.trainer.checkpoint import CheckpointManager
 from agentgym.trainer.components import build_components
+from agentgym.trainer.distributed.checkpoint import ShardedCheckpointManager
+from agentgym.trainer.distributed.group import RankFailure, RankGroup, launched_world
 from agentgym.trainer.loops import RunResult, async_loop, restore_extra, seed_everything, sync_loop
+from agentgym.trainer.parts import Components
 from agentgym.trainer.run_log import RunLog
 from agentgym.trainer.sft import warm_start
 from rich.console import Console
@@ -48,15 +51,49 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
         from agentgym.trainer.ray_runtime import run_ray
 
         return run_ray(cfg, resume=resume)
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    launched = launched_world()
+    if cfg.strategy != "single" and launched is not None and launched[0] != 0:
+        from agentgym.trainer.distributed.follower import follow
+
+        done = follow(cfg)  # a follower rank: the leader's commands until it stops
+        return RunResult(done, done, [], "leader")
     store = TrajectoryStore(cfg.store_url)
     c = build_components(cfg, store, facts)
-    ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+    try:
+        return _run(cfg, c, store, facts, resume, console)
+    finally:
+        group = c.policy.updater.strategy.group
+        if group.distributed:
+            release_followers(group)
+
+
+def release_followers(group: RankGroup) -> None:
+    """Tell the followers the run is over (best effort: after a rank failure there may be none to tell)."""
+    try:
+        group.lead("stop")
+    except RankFailure:
+        pass
+    group.close()
+
+
+def checkpoint_manager(cfg: TrainConfig, c: Components) -> CheckpointManager:
+    """One-process checkpoints, or DCP shards for ddp / fsdp2."""
+    if cfg.strategy == "single":
+        return CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+    strategy = c.policy.updater.strategy
+    return ShardedCheckpointManager(cfg.run_dir, strategy.group, strategy, keep=cfg.keep_checkpoints)
+
+
+def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFacts, resume: bool,
+         console: Console | None) -> RunResult:
+    ckpt = checkpoint_manager(cfg, c)
     start, version = 0, 0
     latest = ckpt.latest() if resume else None
     log = RunLog(cfg.run_dir, run_id=cfg.name, store=store, tensorboard=cfg.tensorboard, plot=cfg.plot,
                  resume=latest is not None, console=console)
     p = c.policy
+    if p.memory is not None:
+        log.console.print(p.memory.table(), highlight=False)
     if latest is not None:
         state = ckpt.load(latest, model=p.model, optimizer=p.optimizer, scheduler=p.scheduler, critic=p.critic)
         start, version = state.update, state.policy_version
@@ -82,8 +119,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
                                   f"max_turns={cfg.max_turns} turns (longest {sft.longest}); they were left out of "
                                   "the warm start, and RL cannot finish such tasks: raise max_turns, or leave it "
                                   "null to use the env's own limit")
-        if p.updater.reference is not None:
-            p.updater.reference.load_state_dict(p.model.state_dict())
+            if p.updater.reference is not None:  # the reference is the policy after the warm start
+                p.updater.reference.load_state_dict(p.model.state_dict())
     loop = sync_loop if cfg.mode == "sync" else async_loop
     try:
         result = asyncio.run(loop(cfg, c, log, ckpt, start, version))

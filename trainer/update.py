@@ -9,7 +9,10 @@
 
 Micro-batch losses are scaled so that the accumulated gradient equals the
 gradient of the mini-batch's aggregated loss (token counts for token-mean,
-sample counts for the sequence means).
+sample counts for the sequence means). With several ranks (ddp, fsdp2) each
+mini-batch is split over the ranks by tokens (`trainer.distributed.shard`) and
+the counts are the global ones (all-reduced), so the objective and the update
+are those of one process on the whole batch, whatever the world size.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from typing import Any
 import torch
 from agentgym.trainer.credit_diagnostics import credit_diagnostics
 from agentgym.trainer.credit_models import CreditModels
+from agentgym.trainer.distributed.group import RankGroup
+from agentgym.trainer.distributed.shard import idle_sample, split_by_tokens
+from agentgym.trainer.distributed.strategy import Strategy, grad_norm_value
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.loss import LossConfig, policy_loss
 from agentgym.trainer.model import trainable_parameters
@@ -59,6 +65,7 @@ class UpdateConfig:
 class UpdateStats:
     """What one update did (scalars for the metrics row)."""
 
+    loss: float = 0.0  #: the optimized objective (mean over optimizer steps; the same for every world size)
     policy_loss: float = 0.0
     kl: float = 0.0
     entropy: float = 0.0
@@ -88,14 +95,27 @@ class PolicyUpdater:
 
     def __init__(self, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, cfg: UpdateConfig, *,
                  critic: Critic | None = None, device: torch.device | None = None,
-                 credit_models: CreditModels | None = None):
+                 credit_models: CreditModels | None = None, strategy: Strategy | None = None,
+                 reference: Any = None):
         self.model, self.optimizer, self.scheduler, self.cfg = model, optimizer, scheduler, cfg
         self.critic, self.credit_models = critic, credit_models
+        self.strategy = strategy or Strategy(model, RankGroup())
+        self.group = self.strategy.group
         self.device = device or next(model.parameters()).device
-        self.reference = self._reference() if cfg.loss.kl != "off" else None
+        if reference is None and cfg.loss.kl != "off":
+            reference = self._reference()
+        self.reference = reference
         self.updates_done = 0
         self.last_credit: CreditResult | None = None  #: what credit assignment computed for the last batch
         self._rng = torch.Generator().manual_seed(cfg.seed)  #: mini-batch order, reshuffled every epoch
+
+    def shuffle_state(self) -> dict[str, Any]:
+        """The per-epoch mini-batch shuffle's generator, for a checkpoint's extra state (exact resume)."""
+        return {"update_shuffle_rng": self._rng.get_state()}
+
+    def load_shuffle_state(self, extra: dict[str, Any]) -> None:
+        if extra.get("update_shuffle_rng") is not None:
+            self._rng.set_state(extra["update_shuffle_rng"])
 
     def _reference(self) -> Any:
         if hasattr(self.model, "disable_adapter"):
@@ -107,6 +127,9 @@ class PolicyUpdater:
 
     # ---- the update ----------------------------------------------------------------------------
     def update(self, batch: TrainBatch) -> UpdateStats:
+        """One update from `batch`; on the leader of several ranks, the followers join with the same batch."""
+        if self.group.is_leader:
+            self.group.lead("update", batch)
         started = time.perf_counter()
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
@@ -165,26 +188,69 @@ class PolicyUpdater:
         return collate(samples, packed=self.cfg.packed, pad_id=self.cfg.pad_id).to(self.device)
 
     def _policy_epochs(self, samples: list[Sample], stats: UpdateStats) -> None:
-        groups = self._groups(samples)
-        batches = [self._collate(g) for g in groups]
-        lp_old, lp_ref, entropy = self._reference_passes(batches)
-        if self.cfg.top_entropy_fraction is not None:
-            _keep_high_entropy(batches, groups, entropy, self.cfg.top_entropy_fraction)
-        ordered = [s for g in groups for s in g]
-        tensors = _per_sample(groups, batches, lp_old, lp_ref or None)
+        ordered = [s for g in self._groups(samples) for s in g]
+        tensors = self._fixed_tensors(ordered)
         logs: list[tuple[float, Any]] = []
+        objective: list[float] = []
         self._drift: list[tuple[float, float]] = []
         for _ in range(self.cfg.ppo_epochs):  # a fresh sample order, and so fresh mini-batches, every epoch
-            order = torch.randperm(len(ordered), generator=self._rng).tolist()
+            order = torch.randperm(len(ordered), generator=self._rng).tolist()  # the same on every rank
             per_mini = max(1, -(-len(order) // self.cfg.mini_batches))
             for start in range(0, len(order), per_mini):
-                idx = order[start:start + per_mini]
+                idx = self._share(order[start:start + per_mini], ordered)
                 mini, old, ref = self._lay_out([ordered[i] for i in idx], [tensors[i] for i in idx])
-                logs += self._mini_batch(mini, old, ref if lp_ref else None, stats)
-        total = sum(w for w, _ in logs) or 1.0
-        for name in ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean", "is_dropped_fraction"):
-            setattr(stats, name, sum(w * getattr(o, name) for w, o in logs) / total)
-        stats.approx_kl_old = sum(k for _, k in self._drift) / (sum(n for n, _ in self._drift) or 1.0)
+                mini, old, ref = self._pad_passes(mini, old, ref, ordered[order[start]])
+                logs += self._mini_batch(mini, old, ref if tensors[0].lp_ref is not None else None, stats, objective)
+        names = ("policy_loss", "kl", "entropy", "clip_fraction", "is_weight_mean", "is_dropped_fraction")
+        sums = self.group.all_sum([sum(w for w, _ in logs)] + [sum(w * getattr(o, n) for w, o in logs) for n in names]
+                                  + [sum(n for n, _ in self._drift), sum(k for _, k in self._drift)])
+        total = sums[0] or 1.0
+        for name, value in zip(names, sums[1:], strict=False):
+            setattr(stats, name, value / total)
+        stats.approx_kl_old = sums[-1] / (sums[-2] or 1.0)
+        stats.loss = sum(objective) / max(1, len(objective))
+
+    def _share(self, idx: list[int], ordered: list[Sample]) -> list[int]:
+        """This rank's part of the samples `idx` (all of them in one process), balanced by tokens."""
+        if self.group.world_size == 1:
+            return idx
+        shares = split_by_tokens([ordered[i] for i in idx], self.group.world_size)
+        mine = {id(s) for s in shares[self.group.rank]}
+        return [i for i in idx if id(ordered[i]) in mine]
+
+    def _fixed_tensors(self, ordered: list[Sample]) -> list[_SampleTensors]:
+        """Loss mask (after the entropy filter), lp_old and lp_ref of every sample, fixed before the epochs.
+
+        Each rank computes its token share of the batch and the ranks exchange the results.
+        """
+        mine = self._share(list(range(len(ordered))), ordered)
+        groups = self._groups([ordered[i] for i in mine])
+        batches = [self._collate(g) for g in groups]
+        count = int(self.group.all_max([float(len(batches))])[0])
+        idle = [self._collate([idle_sample(ordered[0])]) for _ in range(count - len(batches))]
+        lp_old, lp_ref, entropy = self._reference_passes(batches + idle)
+        lp_old, lp_ref, entropy = lp_old[:len(batches)], lp_ref[:len(batches)], entropy[:len(batches)]
+        if self.cfg.top_entropy_fraction is not None:
+            _keep_high_entropy(batches, groups, entropy, self.cfg.top_entropy_fraction, self.group)
+        local = _per_sample(groups, batches, lp_old, lp_ref or None)
+        if self.group.world_size == 1:
+            return local
+        position = {id(ordered[i]): i for i in mine}
+        keys = [position[id(s)] for g in groups for s in g]  # `_groups` may have sorted them by length
+        gathered: dict[int, _SampleTensors] = {}
+        for part in self.group.all_gather_object({i: t.to("cpu") for i, t in zip(keys, local, strict=True)}):
+            gathered.update(part)
+        return [gathered[i].to(self.device) for i in range(len(ordered))]
+
+    def _pad_passes(self, batches: list[TokenBatch], old: list[torch.Tensor], ref: list[Any], donor: Sample):
+        """Idle micro-batches so that every rank runs as many passes (fsdp2: each forward is a collective)."""
+        count = int(self.group.all_max([float(len(batches))])[0])
+        while len(batches) < count:
+            b = self._collate([idle_sample(donor)])
+            batches.append(b)
+            old.append(torch.zeros_like(b.loss_mask))
+            ref.append(torch.zeros_like(b.loss_mask) if self.cfg.loss.kl != "off" else None)
+        return batches, old, ref
 
     def _lay_out(self, samples: list[Sample], tensors: list[_SampleTensors]):
         """Micro-batches of one mini-batch, with the loss mask and log-probs fixed before the epochs."""
@@ -219,35 +285,40 @@ class PolicyUpdater:
         return lp_old, lp_ref, ent
 
     def _mini_batch(self, batches: list[TokenBatch], lp_old: list[torch.Tensor], lp_ref: list[torch.Tensor] | None,
-                    stats: UpdateStats) -> list[tuple[float, Any]]:
+                    stats: UpdateStats, objective: list[float]) -> list[tuple[float, Any]]:
+        """One optimizer step: the micro-batch losses, scaled by the *global* counts, sum to the one-process loss."""
         cfg = self.cfg.loss
         seq_mode = cfg.aggregation != "token-mean"
-        n_tokens = sum(float(b.loss_mask.sum()) for b in batches) or 1.0
-        n_seqs = sum(_samples_with_tokens(b) for b in batches) or 1
-        max_len = cfg.max_length or max(_longest(b) for b in batches)
+        local = [float(sum(float(b.loss_mask.sum()) for b in batches)), float(sum(_samples_with_tokens(b) for b in batches))]
+        n_tokens, n_seqs = (v or 1.0 for v in self.group.all_sum(local))
+        max_len = cfg.max_length or int(self.group.all_max([float(max(_longest(b) for b in batches))])[0])
         loss_cfg = LossConfig(**{**cfg.__dict__, "max_length": max_len})
+        world = self.group.world_size  # ddp / fsdp2 average gradients over ranks: undo it
         self.optimizer.zero_grad(set_to_none=True)
-        logs = []
+        logs, contribution = [], 0.0
         for i, b in enumerate(batches):
-            out = token_logprobs(self.model, b, temperature=self.cfg.temperature, entropy=True)
-            res = policy_loss(loss_cfg, lp_cur=out.logprobs, lp_old=lp_old[i], advantages=b.advantages,
-                              mask=b.loss_mask, sample_index=b.sample_index, num_samples=b.num_samples,
-                              lp_beh=b.behavior_logprobs, lp_ref=lp_ref[i] if lp_ref else None,
-                              entropy=out.entropy, token_weight=b.token_weight)
-            if cfg.aggregation == "seq-mean-token-sum-norm":
-                scale = 1.0
-            elif seq_mode:
-                scale = _samples_with_tokens(b) / n_seqs
-            else:
-                scale = float(b.loss_mask.sum()) / n_tokens
-            (res.loss * scale).backward()
+            with self.strategy.accumulate(sync=i == len(batches) - 1):
+                out = token_logprobs(self.strategy.train_module, b, temperature=self.cfg.temperature, entropy=True)
+                res = policy_loss(loss_cfg, lp_cur=out.logprobs, lp_old=lp_old[i], advantages=b.advantages,
+                                  mask=b.loss_mask, sample_index=b.sample_index, num_samples=b.num_samples,
+                                  lp_beh=b.behavior_logprobs, lp_ref=lp_ref[i] if lp_ref else None,
+                                  entropy=out.entropy, token_weight=b.token_weight)
+                if cfg.aggregation == "seq-mean-token-sum-norm":
+                    scale = 1.0
+                elif seq_mode:
+                    scale = _samples_with_tokens(b) / n_seqs
+                else:
+                    scale = float(b.loss_mask.sum()) / n_tokens
+                (res.loss * (scale * world)).backward()
+            contribution += float(res.loss.detach()) * scale
             logs.append((max(res.num_tokens, 0), res))
             with torch.no_grad():  # k3 estimate of KL(pi_old || pi) on the trained tokens: drift within the update
                 log_ratio = (out.logprobs - lp_old[i]).float()
                 k3 = (log_ratio.exp() - 1 - log_ratio) * b.loss_mask
                 self._drift.append((float(b.loss_mask.sum()), float(k3.sum())))
+        objective.append(self.group.all_sum([contribution])[0])
         norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.cfg.max_grad_norm)
-        stats.grad_norm = float(norm)
+        stats.grad_norm = grad_norm_value(norm)
         self.optimizer.step()
         self.scheduler.step()
         return logs
@@ -260,6 +331,10 @@ class _SampleTensors:
     mask: torch.Tensor
     lp_old: torch.Tensor
     lp_ref: torch.Tensor | None
+
+    def to(self, device: Any) -> _SampleTensors:
+        return _SampleTensors(self.mask.to(device), self.lp_old.to(device),
+                              self.lp_ref.to(device) if self.lp_ref is not None else None)
 
 
 def _per_sample(groups: list[list[Sample]], batches: list[TokenBatch], lp_old: list[torch.Tensor],
@@ -296,8 +371,11 @@ def _abs_mean(values: list[float]) -> float:
 
 
 def _keep_high_entropy(batches: list[TokenBatch], groups: list[list[Sample]], entropy: list[torch.Tensor],
-                       fraction: float) -> None:
-    """Zero the loss mask of every turn outside the top `fraction` by mean token entropy (in place)."""
+                       fraction: float, ranks: RankGroup | None = None) -> None:
+    """Zero the loss mask of every turn outside the top `fraction` by mean token entropy (in place).
+
+    The top fraction is taken over the whole batch: each rank's turn entropies are gathered in rank order.
+    """
     spans: list[tuple[int, int, int]] = []  # (batch, start, end) of each turn's action tokens
     means: list[float] = []
     for bi, (group, ent) in enumerate(zip(groups, entropy, strict=True)):
@@ -308,6 +386,10 @@ def _keep_high_entropy(batches: list[TokenBatch], groups: list[list[Sample]], en
                 if length and float(m.sum()) > 0:
                     spans.append((bi, a, z))
                     means.append(float((ent[a:z] * m).sum() / m.sum()))
-    for (bi, a, z), keep in zip(spans, select_high_entropy_steps(means, fraction), strict=True):
+    ranks = ranks or RankGroup()
+    gathered = ranks.all_gather_object(means)
+    offset = sum(len(m) for m in gathered[:ranks.rank])
+    keeps = select_high_entropy_steps([m for ms in gathered for m in ms], fraction)[offset:offset + len(means)]
+    for (bi, a, z), keep in zip(spans, keeps, strict=True):
         if not keep:
             batches[bi].loss_mask[a:z] = 0

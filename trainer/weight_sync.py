@@ -1,4 +1,17 @@
-"""Push the trainer's new weights into the rollout backend after each update.
+"""Push the trainer's new weights into the rollout backend after each update: the `WeightSync` protocol.
+
+Every sync path implements `WeightSync` (a `name` and `push(model, version) -> version`) and the
+trainer uses nothing else:
+
+- ``in_process`` (`InProcessSync`): the hf backend in the trainer's process gets a state dict;
+- ``process_group`` (`trainer.sync_process_group.ProcessGroupSync`): bucketed broadcast to
+  `agentgym serve` engines through a gloo (CPU) or NCCL (GPU) process group, no disk;
+- ``shared_memory`` (`trainer.sync_shared_memory.SharedMemorySync`): buckets through one
+  shared-memory segment to `agentgym serve` engines on the same host, no disk;
+- ``ray`` (`trainer.ray_runtime.trainer_actor.RayWeightSync`): one `ray.put`, every rollout worker loads it;
+- ``save_reload`` (`SaveAndReloadSync`): the fallback for servers we do not control (below).
+
+Details of the first and the last:
 
 - ``hf`` (same process): `InProcessSync` hands the backend a state dict of full
   weights (LoRA deltas merged in); the backend loads it between two generation
@@ -26,19 +39,24 @@ import asyncio
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentgym.trainer.model import is_lora, merged_state_dict
 
 
+@runtime_checkable
 class WeightSync(Protocol):
-    """Deliver `model`'s weights as policy `version`; returns the backend's new version."""
+    """Deliver `model`'s weights (merged, full) as policy `version`; returns the backend's new version."""
+
+    name: str  #: in_process | process_group | shared_memory | ray | save_reload
 
     def push(self, model: Any, version: int) -> int: ...
 
 
 class InProcessSync:
     """For the hf backend: a state dict, in memory."""
+
+    name = "in_process"
 
     def __init__(self, backend: Any):
         self.backend = backend
@@ -49,6 +67,8 @@ class InProcessSync:
 
 class SaveAndReloadSync:
     """For openai/vllm backends: save a loadable model directory, then have the backend load it."""
+
+    name = "save_reload"
 
     def __init__(self, backend: Any, directory: str | Path, tokenizer: Any = None, keep: int = 2, *,
                  loop: asyncio.AbstractEventLoop | None = None, reload: Callable[[str, int], None] | None = None):
@@ -85,17 +105,27 @@ class SaveAndReloadSync:
         return backend.update_weights(path, version=version)
 
 
-def _post_update(base_url: str, path: str, version: int) -> None:
-    """Ask an `agentgym serve` server to load `path` as `version`."""
+def server_root(base_url: str) -> str:
+    """`http://host:port` of an OpenAI-compatible base URL (`.../v1`)."""
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def post_json(root: str, path: str, body: dict[str, Any], *, timeout: float = 600) -> dict[str, Any]:
+    """POST `body` to an `agentgym serve` endpoint; a clear error when it is not one."""
     import httpx
 
-    root = base_url.rstrip("/").removesuffix("/v1")
     try:
-        response = httpx.post(f"{root}/agentgym/update_weights", json={"path": path, "version": version}, timeout=600)
+        response = httpx.post(f"{root}{path}", json=body, timeout=timeout)
     except httpx.HTTPError as exc:
-        raise RuntimeError(f"could not reach {root}/agentgym/update_weights ({exc!r}); is it `agentgym serve`?") from exc
+        raise RuntimeError(f"could not reach {root}{path} ({exc!r}); is it `agentgym serve`?") from exc
     if response.status_code == 404:
-        raise RuntimeError(f"{root} has no /agentgym/update_weights endpoint (not `agentgym serve`): pass "
-                           "SaveAndReloadSync(reload=...) with a callable that makes your server load the directory")
-    response.raise_for_status()
+        raise RuntimeError(f"{root} has no {path} endpoint (not `agentgym serve`): use weight_sync: save_reload, "
+                           "or SaveAndReloadSync(reload=...) with a callable that makes your server load a directory")
+    if response.status_code >= 400:
+        raise RuntimeError(f"{root}{path} answered {response.status_code}: {response.text[:500]}")
+    return response.json()
 
+
+def _post_update(base_url: str, path: str, version: int) -> None:
+    """Ask an `agentgym serve` server to load `path` as `version`."""
+    post_json(server_root(base_url), "/agentgym/update_weights", {"path": path, "version": version})

@@ -6,7 +6,11 @@ Endpoints:
 - ``POST /v1/completions``: ``prompt`` as text or as token ids; ``logprobs``;
   ``return_tokens_as_token_ids`` (tokens come back as ``"token_id:N"``, as vLLM does)
 - ``POST /v1/chat/completions``: ``messages`` (and ``tools``) through the model's chat template; ``logprobs``
-- ``POST /agentgym/release``, ``POST /agentgym/update_weights``, ``GET /health``
+- ``POST /agentgym/release``, ``POST /agentgym/update_weights`` (a directory), ``GET /health``
+- weight sync without the disk (`agentgym.policy.weight_receiver`): ``POST /agentgym/weights/join``
+  (become a rank of the trainer's weight group), ``POST /agentgym/weights/receive`` (take one bucketed
+  broadcast), ``POST /agentgym/weights/shm`` (load from a shared-memory segment on this host),
+  ``GET /agentgym/weights/digest`` (sha256 of the loaded weights, to check a sync)
 
 Sampling fields: ``max_tokens``, ``temperature``, ``top_p``, ``top_k`` (an
 extension, as in vLLM), ``seed``, ``stop``; ``n`` must be 1. Requests that
@@ -59,6 +63,22 @@ class ReleaseBody(BaseModel):
 class WeightsBody(BaseModel):
     path: str
     version: int | None = None
+
+class JoinBody(BaseModel):
+    host: str
+    port: int
+    rank: int
+    world_size: int
+    backend: str = "gloo"
+    timeout_s: float = 300.0
+
+class ReceiveBody(BaseModel):
+    manifest: dict[str, Any]
+    version: int | None = None
+    lora_scaling: dict[str, float] | None = None  #: set when only a LoRA adapter is sent
+
+class SharedMemoryBody(ReceiveBody):
+    name: str
 
 
 def create_app(backend: HFBackend, model_name: str, root: str | None = None) -> Any:
@@ -120,7 +140,35 @@ def create_app(backend: HFBackend, model_name: str, root: str | None = None) -> 
     async def update_weights(body: WeightsBody) -> dict[str, int]:
         return {"version": backend.update_weights(body.path, version=body.version)}
 
+    _weight_routes(app, backend)
     return app
+
+
+def _weight_routes(app: Any, backend: HFBackend) -> None:
+    """The endpoints of weight sync without the disk (blocking ones run in the server's thread pool)."""
+    from agentgym.policy.weight_receiver import WeightReceiver
+
+    receiver = WeightReceiver(backend, device=str(next(backend.model.parameters()).device))
+
+    @app.post("/agentgym/weights/join")
+    def join(body: JoinBody) -> dict[str, bool]:
+        receiver.join(body.host, body.port, body.rank, body.world_size, body.backend, body.timeout_s)
+        return {"joining": True}
+
+    @app.post("/agentgym/weights/receive")
+    def receive(body: ReceiveBody) -> dict[str, int]:
+        return {"version": receiver.receive(body.manifest, body.version, lora_scaling=body.lora_scaling)}
+
+    @app.post("/agentgym/weights/shm")
+    def shared_memory(body: SharedMemoryBody) -> dict[str, int]:
+        return {"version": receiver.from_shared_memory(body.name, body.manifest, body.version,
+                                                       lora_scaling=body.lora_scaling)}
+
+    @app.get("/agentgym/weights/digest")
+    def weights_digest() -> dict[str, Any]:
+        from agentgym.policy.weight_buckets import digest
+
+        return {"digest": digest(backend.model.state_dict()), "version": backend.version}
 
 
 def _sampling(body: Any) -> SamplingParams:

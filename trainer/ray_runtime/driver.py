@@ -3,6 +3,7 @@
     data manager actor  <-- push --  rollout workers (collector + policy replica)  <-- env calls -->  env workers
           |                                    ^
           +-- pull --> trainer actor -- weights (object store) --+
+                       (rank 0 of world_size trainer ranks, the others `FollowerRank` actors)
 
 Paths in the config are made absolute first, so that every actor (whatever
 its working directory) writes the same run directory and store. A local
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.trainer.components import data_manager_kwargs
+from agentgym.trainer.distributed.placement import place
+from agentgym.trainer.distributed.ray_ranks import rank_env, rendezvous, start_followers
 from agentgym.trainer.ray_runtime.data_actor import DataManagerActor
 from agentgym.trainer.ray_runtime.env_worker import EnvWorker
 from agentgym.trainer.ray_runtime.rollout_worker import RolloutWorker
@@ -36,17 +39,31 @@ def absolute_paths(cfg: TrainConfig) -> TrainConfig:
 
 
 def start_actors(ray: Any, cfg: TrainConfig, settings: RaySettings) -> dict[str, list[Any]]:
-    """Create the run's actors (data manager, env workers, rollout workers, trainer); returns their handles."""
+    """Create the run's actors (data manager, env workers, rollout workers, trainer ranks); returns their handles.
+
+    Trainer ranks and rollout workers go into placement-group bundles (`cfg.placement`); with several
+    ranks the trainer actor is rank 0 and `FollowerRank` actors are the others, one process group.
+    """
     cpus = settings.actor_cpus
+    where = place(ray, cfg.placement, cfg.world_size, settings.rollout_workers, cpus=cpus,
+                  trainer_gpus=settings.trainer_gpus, rollout_gpus=settings.rollout_gpus)
     dm = ray.remote(DataManagerActor).options(num_cpus=cpus, max_concurrency=32).remote(data_manager_kwargs(cfg))
     envs = [ray.remote(EnvWorker).options(num_cpus=cpus, max_concurrency=settings.env_worker_threads)
             .remote(cfg.env, cfg.env_kwargs) for _ in range(settings.env_workers)]
-    workers = [ray.remote(RolloutWorker).options(num_cpus=cpus, num_gpus=settings.rollout_gpus, max_concurrency=8)
+    workers = [ray.remote(RolloutWorker).options(num_cpus=0, num_gpus=settings.rollout_gpus, max_concurrency=8,
+                                                 scheduling_strategy=where.rollout[i])
                .remote(cfg, i, dm, envs) for i in range(settings.rollout_workers)]
     ray.get([w.ready.remote() for w in workers])
-    trainer = ray.remote(TrainerActor).options(num_cpus=cpus, num_gpus=settings.trainer_gpus,
-                                               max_concurrency=2).remote(cfg, dm, workers)
-    return {"data_manager": [dm], "env_workers": envs, "rollout_workers": workers, "trainer": [trainer]}
+    leader: dict[str, Any] = {}
+    followers: list[Any] = []
+    if cfg.world_size > 1:
+        endpoint = rendezvous(ray, where.trainer[0])
+        leader["runtime_env"] = {"env_vars": rank_env(0, cfg.world_size, 0, endpoint)}
+        followers = start_followers(ray, cfg, where.trainer, endpoint, settings.trainer_gpus)
+    trainer = ray.remote(TrainerActor).options(num_cpus=0, num_gpus=settings.trainer_gpus, max_concurrency=2,
+                                               scheduling_strategy=where.trainer[0], **leader).remote(cfg, dm, workers)
+    return {"data_manager": [dm], "env_workers": envs, "rollout_workers": workers, "trainer": [trainer],
+            "trainer_followers": followers, "placement": [where]}
 
 
 def stop_actors(ray: Any, actors: dict[str, list[Any]]) -> None:
@@ -55,9 +72,12 @@ def stop_actors(ray: Any, actors: dict[str, list[Any]]) -> None:
         ray.get([w.close.remote() for w in actors.get("rollout_workers", [])], timeout=60)
     except Exception:  # a dead or stuck worker: it is killed below either way
         pass
-    for group in actors.values():
+    for name, group in actors.items():
         for actor in group:
-            ray.kill(actor)
+            if name == "placement":
+                actor.remove(ray)
+            else:
+                ray.kill(actor)
 
 
 def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings | None = None) -> Any:
@@ -74,7 +94,10 @@ def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings 
     try:
         actors = start_actors(ray, cfg, settings)
         [trainer] = actors["trainer"]
-        return ray.get(trainer.run.remote(resume))
+        following = [f.follow.remote() for f in actors["trainer_followers"]]
+        result = ray.get(trainer.run.remote(resume))
+        ray.get(following, timeout=cfg.dist_timeout_s)
+        return result
     finally:
         stop_actors(ray, actors)
         if started_here:

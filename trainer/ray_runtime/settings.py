@@ -44,7 +44,8 @@ class RaySettings:
     @classmethod
     def from_config(cls, cfg: Any) -> RaySettings:
         """The placement a `TrainConfig` asks for (`ray_rollout_workers`, `ray_env_workers`, `ray_address`)."""
-        return cls(rollout_workers=cfg.ray_rollout_workers, env_workers=cfg.ray_env_workers, address=cfg.ray_address)
+        return cls(rollout_workers=cfg.ray_rollout_workers, env_workers=cfg.ray_env_workers, address=cfg.ray_address,
+                   trainer_gpus=cfg.ray_trainer_gpus, rollout_gpus=cfg.ray_rollout_gpus)
 
     def init_kwargs(self) -> dict[str, Any]:
         """Arguments of `ray.init` for this session."""

@@ -37,6 +37,8 @@ class CollectionFailed(RuntimeError):
 class RayWeightSync:
     """Weight sync through the object store: one `ray.put`, every rollout worker loads it."""
 
+    name = "ray"
+
     def __init__(self, workers: list[Any]):
         self.workers = workers
 
@@ -140,12 +142,12 @@ class TrainerActor:
 
     def run(self, resume: bool = False) -> Any:
         """Train to the end (or the time limit); with `resume`, continue from the latest checkpoint."""
-        from agentgym.trainer.checkpoint import CheckpointManager
         from agentgym.trainer.loops import sync_loop
         from agentgym.trainer.run_log import RunLog
+        from agentgym.trainer.train import checkpoint_manager, release_followers
 
         cfg, c = self.cfg, self.parts
-        ckpt = CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+        ckpt = checkpoint_manager(cfg, c)
         latest = ckpt.latest() if resume else None
         log = RunLog(cfg.run_dir, run_id=cfg.name, store=self.store, tensorboard=cfg.tensorboard, plot=cfg.plot,
                      resume=latest is not None)
@@ -158,6 +160,9 @@ class TrainerActor:
             return self._async(log, ckpt, start, version)
         finally:
             log.close()
+            group = c.policy.updater.strategy.group
+            if group.distributed:  # rank 0 of several trainer rank actors: the followers may leave
+                release_followers(group)
 
     # ---- start: fresh or resumed, as `trainer.train.train` does ------------------------------
     def _fresh(self, log: Any) -> tuple[int, int]:
@@ -170,8 +175,8 @@ class TrainerActor:
                              steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed, packed=p.packed)
             log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                               f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
-        if p.updater.reference is not None:
-            p.updater.reference.load_state_dict(p.model.state_dict())
+            if p.updater.reference is not None:  # the reference is the policy after the warm start
+                p.updater.reference.load_state_dict(p.model.state_dict())
         return 0, 0
 
     def _resume(self, ckpt: Any, latest: Any, log: Any) -> tuple[int, int]:

@@ -1,0 +1,102 @@
+"""A state dict as a few flat buffers ("buckets") and a manifest that says how to cut them back up.
+
+Weight sync without the disk moves buckets, not one message per tensor: tensors
+are grouped by dtype, in state-dict order, into buffers of at most
+`bucket_bytes` (a tensor larger than that gets a bucket of its own), so a
+transport does a handful of large transfers. The manifest is plain JSON
+(names, shapes, dtypes and byte offsets); the receiver allocates the same
+buffers, fills them, and views tensors out of them without copying.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+DEFAULT_BUCKET_BYTES = 256 << 20
+
+
+@dataclass
+class Entry:
+    name: str
+    shape: list[int]
+    offset: int  #: in elements, inside the bucket
+    numel: int
+
+
+@dataclass
+class Bucket:
+    dtype: str  #: e.g. "float32", "bfloat16"
+    numel: int
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * torch.empty((), dtype=self.torch_dtype).element_size()
+
+
+@dataclass
+class Manifest:
+    """How buckets map back to named tensors (JSON-able: `to_dict` / `from_dict`)."""
+
+    buckets: list[Bucket]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.buckets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"buckets": [asdict(b) for b in self.buckets]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        return cls([Bucket(b["dtype"], b["numel"], [Entry(**e) for e in b["entries"]]) for b in data["buckets"]])
+
+
+def plan(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Manifest:
+    """Group `state`'s tensors by dtype into buckets of at most `bucket_bytes`."""
+    open_: dict[torch.dtype, Bucket] = {}
+    done: list[Bucket] = []
+    for name, t in state.items():
+        b = open_.get(t.dtype)
+        if b is not None and (b.numel + t.numel()) * t.element_size() > bucket_bytes:
+            done.append(open_.pop(t.dtype))
+            b = None
+        if b is None:
+            b = open_[t.dtype] = Bucket(str(t.dtype).removeprefix("torch."), 0)
+        b.entries.append(Entry(name, list(t.shape), b.numel, t.numel()))
+        b.numel += t.numel()
+    return Manifest(done + list(open_.values()))
+
+
+def pack(state: Mapping[str, torch.Tensor], manifest: Manifest, device: torch.device | str = "cpu") -> Iterator[torch.Tensor]:
+    """The flat buffer of each bucket, in manifest order (one bucket in memory at a time)."""
+    for b in manifest.buckets:
+        flat = torch.empty(b.numel, dtype=b.torch_dtype, device=device)
+        for e in b.entries:
+            flat[e.offset:e.offset + e.numel].copy_(state[e.name].detach().reshape(-1))
+        yield flat
+
+
+def unpack(bucket: Bucket, flat: torch.Tensor) -> Iterable[tuple[str, torch.Tensor]]:
+    """(name, tensor) views into a received bucket."""
+    for e in bucket.entries:
+        yield e.name, flat[e.offset:e.offset + e.numel].view(e.shape)
+
+
+def digest(state: Mapping[str, torch.Tensor]) -> str:
+    """sha256 over names and bytes in name order: equal digests mean equal weights."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        h.update(name.encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()

@@ -1,0 +1,208 @@
+"""strategy: ddp | fsdp2 on CPU with gloo, 2 ranks launched by torchrun in a loopback-only network namespace.
+
+The parity tests run `bench/trainer_ranks.py` (the trainer's own `build_policy_side` and update on a seeded
+synthetic global batch) with 1 process and with 2 ranks: the objective of every update must agree to 1e-5
+(relative) and the weights after 3 updates to 1e-4, for ddp and fsdp2; a sharded checkpoint saved with one
+world size resumes with the other and lands on the uninterrupted run's weights. The end-to-end test trains
+the tiny model on Maze-v0 with `torchrun -m agentgym train`, kills rank 1 mid-run, and resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentgym.config import load_train_config
+from agentgym.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+NETNS = ROOT / "scripts" / "ray-netns.sh"
+RANKS = ROOT / "bench" / "trainer_ranks.py"
+BIN = Path(sys.executable).parent
+
+needs_netns = pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")),
+                                 reason="needs unshare (util-linux) and ip (iproute2): run scripts/apt.sh")
+
+
+def torchrun(nproc: int, *args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`torchrun --nproc-per-node nproc ARGS` inside a fresh loopback-only network namespace."""
+    cmd = [str(NETNS), str(BIN / "torchrun"), f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1",
+           "--master-port=29500", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def ranks(tmp: Path, name: str, world: int, *extra: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Run the fixed-batch worker with `world` ranks (1: a plain process); (result, full weights)."""
+    out, weights = tmp / f"{name}.json", tmp / f"{name}.pt"
+    args = [str(RANKS), "--out", str(out), "--weights", str(weights), *extra]
+    if world == 1:
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+    else:
+        done = torchrun(world, *args)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text()), torch.load(weights)
+
+
+def assert_same(a: tuple[dict, dict], b: tuple[dict, dict], *, losses: bool = True) -> None:
+    if losses:
+        for x, y in zip(a[0]["losses"], b[0]["losses"], strict=True):
+            assert abs(x - y) <= 1e-5 * max(abs(x), abs(y)), (a[0]["losses"], b[0]["losses"])
+    assert a[1].keys() == b[1].keys()
+    for key in a[1]:
+        assert torch.allclose(a[1][key].float(), b[1][key].float(), rtol=0, atol=1e-4), key
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory) -> tuple[dict, dict]:
+    return ranks(tmp_path_factory.mktemp("single"), "single", 1, "--strategy", "single", "--updates", "3")
+
+
+def test_config_refuses_more_ranks_than_devices_and_unsupported_combinations():
+    with pytest.raises(ConfigError, match="lower world_size"):
+        load_train_config(None, {"strategy": "ddp", "world_size": (os.cpu_count() or 1) + 1, "device": "cpu"})
+    with pytest.raises(ConfigError, match="strategy: single runs one process"):
+        load_train_config(None, {"world_size": 2})
+    with pytest.raises(ConfigError, match="set strategy: ddp or fsdp2"):
+        load_train_config(None, {"world_size": 2})
+    with pytest.raises(ConfigError, match="LoRA"):
+        load_train_config(None, {"strategy": "fsdp2", "lora_rank": 4})
+
+
+@needs_netns
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_two_ranks_give_the_one_process_losses_and_weights(tmp_path, one_process, strategy):
+    two = ranks(tmp_path, strategy, 2, "--strategy", strategy, "--updates", "3")
+    assert two[0]["world_size"] == 2 and len(two[0]["losses"]) == 3
+    assert_same(one_process, two)
+
+
+@needs_netns
+def test_sharded_checkpoint_resumes_across_world_sizes(tmp_path, one_process):
+    # saved by 2 fsdp2 ranks after 2 updates, resumed by 1 process for the 3rd: the uninterrupted run's weights
+    ranks(tmp_path, "a", 2, "--strategy", "fsdp2", "--updates", "2", "--save", str(tmp_path / "two"))
+    assert len(list((tmp_path / "two" / "checkpoints").glob("update-000002/shards/*.distcp"))) == 2
+    resumed = ranks(tmp_path, "b", 1, "--strategy", "fsdp2", "--updates", "1", "--load", str(tmp_path / "two"))
+    assert_same(one_process, resumed, losses=False)
+    assert resumed[0]["losses"][0] == pytest.approx(one_process[0]["losses"][2], rel=1e-5)
+    # and the reverse: 1 process saves, 2 ranks resume
+    ranks(tmp_path, "c", 1, "--strategy", "fsdp2", "--updates", "2", "--save", str(tmp_path / "one"))
+    resumed = ranks(tmp_path, "d", 2, "--strategy", "fsdp2", "--updates", "1", "--load", str(tmp_path / "one"))
+    assert_same(one_process, resumed, losses=False)
+
+
+TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, torch_threads=1,
+           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=3, drop_zero_variance=False,
+           tensorboard=False, plot=False, train_tasks=20, checkpoint_every=1, device="cpu", name="toy",
+           strategy="ddp", world_size=2, dist_timeout_s=60)
+
+
+def rank_pid(root_pid: int, rank: int) -> int | None:
+    """The pid of the torchrun worker with RANK=`rank` under `root_pid`."""
+    import psutil
+
+    for proc in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if proc.environ().get("RANK") == str(rank) and "agentgym" in " ".join(proc.cmdline()):
+                return proc.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+@needs_netns
+def test_killed_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
+    config = tmp_path / "toy.yaml"
+    config.write_text(json.dumps({**TOY, "output_dir": str(tmp_path), "updates": 40}))
+    run_dir = tmp_path / "toy"
+    cmd = [str(NETNS), str(BIN / "torchrun"), "--nproc-per-node=2", "--master-addr=127.0.0.1", "--master-port=29500",
+           "-m", "agentgym", "train", str(config)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        deadline = time.monotonic() + 240
+        while len(metric_rows(run_dir)) < 2:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the 2-rank run did not reach update 2: {proc.communicate()[1][-3000:]}")
+            time.sleep(0.5)
+        victim = rank_pid(proc.pid, 1)
+        assert victim is not None, "no rank-1 worker found under torchrun"
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)  # the others exit on their own: no hang
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "rank" in err.lower() and ("failed" in err.lower() or "RankFailure" in err), err[-3000:]
+    done = max(r["update"] for r in metric_rows(run_dir))
+    assert done < 40
+    config.write_text(json.dumps({**TOY, "output_dir": str(tmp_path), "updates": done + 2}))
+    resumed = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "resumed toy from update-" in resumed.stdout
+    rows = metric_rows(run_dir)
+    assert [r["update"] for r in rows][-2:] == [done + 1, done + 2]
+    assert rows[-1]["policy_version"] == done + 2
+
+
+# ---- through Ray: trainer ranks as actors forming one process group --------------------------------
+
+@pytest.mark.ray
+@needs_netns
+def test_two_ray_rank_actors_give_the_one_process_losses_and_weights(tmp_path, one_process):
+    pytest.importorskip("ray", reason="install the ray extra: pip install -e '.[ray]'")
+    out, weights = tmp_path / "ray.json", tmp_path / "ray.pt"
+    done = subprocess.run([str(NETNS), sys.executable, str(RANKS), "--ray", "2", "--strategy", "ddp", "--updates", "3",
+                           "--out", str(out), "--weights", str(weights)], capture_output=True, text=True, timeout=480,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["world_size"] == 2
+    assert_same(one_process, (result, torch.load(weights)))
+
+
+@pytest.mark.ray
+@needs_netns
+def test_ray_runtime_trains_with_two_fsdp2_rank_actors_disaggregated(tmp_path):
+    from tests.trainer.test_ray_runtime import run_on_local_ray
+
+    summary = run_on_local_ray(tmp_path, {"mode": "sync", "updates": 1, "checkpoint_every": 1, "strategy": "fsdp2",
+                                          "world_size": 2, "placement": "disaggregated", "device": "cpu"},
+                               "--env-workers", "0")
+    assert (summary["updates"], summary["policy_version"], summary["stopped_by"]) == (1, 1, "updates")
+    shards = tmp_path / "runs" / "ray-run" / "checkpoints" / "update-000001" / "shards"
+    assert sorted(p.name for p in shards.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+
+
+def test_memory_plan_shards_with_fsdp2_and_refuses_what_cannot_fit():
+    from agentgym.trainer.components import memory_plan, model_spec
+    from agentgym.trainer.distributed.group import RankGroup
+
+    def plan(**overrides):
+        cfg = load_train_config(None, {"device": "cpu", **overrides})
+        return memory_plan(cfg, model_spec(cfg), RankGroup())
+
+    one = plan(tiny_hidden_size=128)
+    assert {"parameters", "gradients", "optimizer (AdamW)", "activations / micro-batch"} <= set(one.items)
+    assert one.items["optimizer (AdamW)"] == 2 * one.items["gradients"]
+    sharded = plan(tiny_hidden_size=128, strategy="fsdp2", world_size=2)
+    assert sharded.items["parameters"] == pytest.approx(one.items["parameters"] / 2)
+    assert "total" in one.table() and one.total < one.capacity
+    too_big = plan(tiny_hidden_size=128, micro_batch_tokens=500_000, memory_limit_gib=0.5)
+    with pytest.raises(ConfigError, match="lower micro_batch_tokens"):
+        too_big.check()

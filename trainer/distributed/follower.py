@@ -1,0 +1,52 @@
+"""What a rank other than 0 runs: build its part of the policy, then obey the leader until "stop".
+
+The leader (rank 0) runs the whole local pipeline; a follower holds no collector,
+store or run log. Each command makes it enter the collectives the leader enters
+next, in the same order:
+
+    update <batch>   the same update on its share of the batch
+    gather           its part of gathering the full weights (fsdp2 weight sync)
+    save <dir>       its DCP shard of a checkpoint (+ the gather for policy/)
+    load <dir>       its shard of a checkpoint, resharded to this world size
+    stop             leave (the run is over)
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agentgym.trainer.components import build_policy_side
+from agentgym.trainer.distributed.checkpoint import ShardedCheckpointManager
+
+from agentgym.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def follow(cfg: TrainConfig) -> int:
+    """Serve the leader's commands until "stop"; returns the number of updates done."""
+    side = build_policy_side(cfg)
+    strategy = side.updater.strategy
+    group = strategy.group
+    ckpt = ShardedCheckpointManager(cfg.run_dir, group, strategy, keep=cfg.keep_checkpoints)
+    updates = 0
+    try:
+        while True:
+            command, payload = group.next_command()
+            if command == "update":
+                side.updater.update(payload)
+                updates += 1
+            elif command == "gather":
+                strategy.full_state_dict()
+            elif command == "save":
+                ckpt.save_shards(payload, side.optimizer)
+            elif command == "load":
+                state = ckpt.load_shards(payload, side.optimizer, side.scheduler)
+                side.updater.updates_done = state["update"]
+                side.updater.load_shuffle_state(state["extra"])
+            elif command == "stop":
+                return updates
+            else:
+                raise RuntimeError(f"rank {group.rank}: unknown command {command!r} from the leader")
+    finally:
+        group.close()

@@ -1,0 +1,77 @@
+"""Weight sync through a process group: the trainer broadcasts bucketed weights to `agentgym serve` engines.
+
+    trainer (rank 0)                                  engines (ranks 1..N)
+    WeightGroup(host, port 0) -- POST /agentgym/weights/join {host, port, rank, world} -->  join in a thread
+    connect()  <----------------------- the group forms ----------------------------->
+    per push:  POST /agentgym/weights/receive {manifest, version} (in a thread each)
+               broadcast bucket 1..k  ---------------------------------------------->  receive, load
+               <-------------------------- {"version": v} ----------------------------
+
+NCCL on GPUs (the buckets go device to device), gloo on CPUs. The manifest travels
+in the HTTP body, the bytes only through the group. Pass `host` = an address of
+this machine that the engines reach (127.0.0.1 when they run here).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
+from agentgym.trainer.weight_sync import post_json, server_root
+
+from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, pack, plan
+from agentgym.policy.weight_group import WeightGroup
+
+
+class ProcessGroupSync:
+    """`WeightSync` into `agentgym serve` engines at `base_urls` through one `WeightGroup`."""
+
+    name = "process_group"
+
+    def __init__(self, base_urls: list[str], *, host: str = "127.0.0.1", group_backend: str | None = None,
+                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, timeout_s: float = 300.0, backend: Any = None,
+                 adapter_only: bool = True):
+        if not base_urls:
+            raise ValueError("ProcessGroupSync needs at least one engine URL")
+        self.roots = [server_root(u) for u in base_urls]
+        self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
+        self.host, self.bucket_bytes, self.timeout_s, self.backend = host, bucket_bytes, timeout_s, backend
+        self.group_backend = group_backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        self.group: WeightGroup | None = None
+
+    def connect(self) -> WeightGroup:
+        """Form the group with every engine (once)."""
+        if self.group is None:
+            device = "cuda" if self.group_backend == "nccl" else "cpu"
+            group = WeightGroup(self.host, 0, 0, len(self.roots) + 1, backend=self.group_backend,
+                                timeout_s=self.timeout_s, device=device)
+            for rank, root in enumerate(self.roots, start=1):
+                post_json(root, "/agentgym/weights/join", {"host": self.host, "port": group.port, "rank": rank,
+                          "world_size": len(self.roots) + 1, "backend": self.group_backend,
+                          "timeout_s": self.timeout_s}, timeout=self.timeout_s)
+            self.group = group.connect()
+        return self.group
+
+    def push(self, model: Any, version: int) -> int:
+        """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
+        if self.adapter_only and is_lora(model):
+            adapter, scaling = lora_adapter_state(model)
+            return self.push_state(adapter, version, lora_scaling=scaling)
+        return self.push_state(merged_state_dict(model), version)
+
+    def push_state(self, state: dict[str, torch.Tensor], version: int, *,
+                   lora_scaling: dict[str, float] | None = None) -> int:
+        group = self.connect()
+        manifest = plan(state, self.bucket_bytes)
+        body = {"manifest": manifest.to_dict(), "version": version, "lora_scaling": lora_scaling}
+        with ThreadPoolExecutor(len(self.roots)) as pool:
+            replies = [pool.submit(post_json, root, "/agentgym/weights/receive", body, timeout=self.timeout_s)
+                       for root in self.roots]
+            for flat in pack(state, manifest, device=group.device):
+                group.broadcast(flat)
+            versions = [r.result()["version"] for r in replies]
+        if any(v != version for v in versions):
+            raise RuntimeError(f"engines report versions {versions} after loading version {version}")
+        return self.backend.set_version(version) if self.backend is not None else version

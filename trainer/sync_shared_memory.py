@@ -1,0 +1,79 @@
+"""Weight sync through shared memory on one host: the trainer writes buckets, `agentgym serve` reads them.
+
+The trainer keeps one `multiprocessing.shared_memory` segment (grown when the
+model grows), writes every bucket into it back to back, and tells each engine
+its name and the manifest (``POST /agentgym/weights/shm``); the engine copies
+the tensors out and loads them. One host only: a server elsewhere cannot open
+the segment and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
+from agentgym.trainer.weight_sync import post_json, server_root
+
+from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, pack, plan
+
+
+class SharedMemorySync:
+    """`WeightSync` into `agentgym serve` engines on this host, through one shared-memory segment."""
+
+    name = "shared_memory"
+
+    def __init__(self, base_urls: list[str], *, bucket_bytes: int = DEFAULT_BUCKET_BYTES, timeout_s: float = 300.0,
+                 backend: Any = None, adapter_only: bool = True):
+        if not base_urls:
+            raise ValueError("SharedMemorySync needs at least one engine URL")
+        self.roots = [server_root(u) for u in base_urls]
+        self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
+        self.bucket_bytes, self.timeout_s, self.backend = bucket_bytes, timeout_s, backend
+        self.segment: Any = None
+
+    def push(self, model: Any, version: int) -> int:
+        """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
+        if self.adapter_only and is_lora(model):
+            adapter, scaling = lora_adapter_state(model)
+            return self.push_state(adapter, version, lora_scaling=scaling)
+        return self.push_state(merged_state_dict(model), version)
+
+    def push_state(self, state: dict[str, torch.Tensor], version: int, *,
+                   lora_scaling: dict[str, float] | None = None) -> int:
+        manifest = plan(state, self.bucket_bytes)
+        segment = self._segment(manifest.nbytes)
+        offset = 0
+        for bucket, flat in zip(manifest.buckets, pack(state, manifest), strict=True):
+            view = torch.frombuffer(segment.buf, dtype=torch.uint8, count=bucket.nbytes, offset=offset)
+            view.copy_(flat.view(torch.uint8))
+            offset += bucket.nbytes
+            del view
+        body = {"name": segment.name, "manifest": manifest.to_dict(), "version": version,
+                "lora_scaling": lora_scaling}
+        versions = [post_json(root, "/agentgym/weights/shm", body, timeout=self.timeout_s)["version"]
+                    for root in self.roots]
+        if any(v != version for v in versions):
+            raise RuntimeError(f"engines report versions {versions} after loading version {version}")
+        return self.backend.set_version(version) if self.backend is not None else version
+
+    def _segment(self, nbytes: int) -> Any:
+        from multiprocessing import shared_memory
+
+        if self.segment is None or self.segment.size < nbytes:
+            self.close()
+            self.segment = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
+        return self.segment
+
+    def close(self) -> None:
+        """Free the segment (engines hold no reference to it between pushes)."""
+        if self.segment is not None:
+            self.segment.close()
+            self.segment.unlink()
+            self.segment = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
