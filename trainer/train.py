@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from agentgym.trainer.checkpoint import CheckpointManager
 from agentgym.trainer.components import build_components
-from agentgym.trainer.distributed.checkpoint import ShardedCheckpointManager
-from agentgym.trainer.distributed.group import RankFailure, RankGroup, launched_world
+from agentgym.trainer.distributed.checkpoint import checkpoint_manager
+from agentgym.trainer.distributed.group import launched_world
 from agentgym.trainer.loops import RunResult, async_loop, restore_extra, seed_everything, sync_loop
 from agentgym.trainer.parts import Components
 from agentgym.trainer.run_log import RunLog
@@ -64,24 +63,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = N
     finally:
         group = c.policy.updater.strategy.group
         if group.distributed:
-            release_followers(group)
-
-
-def release_followers(group: RankGroup) -> None:
-    """Tell the followers the run is over (best effort: after a rank failure there may be none to tell)."""
-    try:
-        group.lead("stop")
-    except RankFailure:
-        pass
-    group.close()
-
-
-def checkpoint_manager(cfg: TrainConfig, c: Components) -> CheckpointManager:
-    """One-process checkpoints, or DCP shards for ddp / fsdp2."""
-    if cfg.strategy == "single":
-        return CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
-    strategy = c.policy.updater.strategy
-    return ShardedCheckpointManager(cfg.run_dir, strategy.group, strategy, keep=cfg.keep_checkpoints)
+            group.release()
 
 
 def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFacts, resume: bool,

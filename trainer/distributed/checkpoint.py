@@ -93,3 +93,11 @@ class ShardedCheckpointManager(CheckpointManager):
         scheduler.load_state_dict(payload["scheduler"])
         set_rng_state(payload["rng"])
         return payload
+
+
+def checkpoint_manager(cfg: Any, c: Any) -> CheckpointManager:
+    """One-process checkpoints for `strategy: single`, DCP shards for ddp / fsdp2 (`c`: the run's Components)."""
+    if cfg.strategy == "single":
+        return CheckpointManager(cfg.run_dir, keep=cfg.keep_checkpoints)
+    strategy = c.policy.updater.strategy
+    return ShardedCheckpointManager(cfg.run_dir, strategy.group, strategy, keep=cfg.keep_checkpoints)

@@ -104,6 +104,14 @@ class RankGroup:
         if self.distributed and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
+    def release(self) -> None:
+        """Leader, at the end of a run: tell the followers to stop (best effort after a rank failure), leave."""
+        try:
+            self.lead("stop")
+        except RankFailure:
+            pass
+        self.close()
+
 
 def launched_world() -> tuple[int, int, int] | None:
     """(rank, world size, local rank) set by torchrun or the Ray runtime; None when not launched so."""

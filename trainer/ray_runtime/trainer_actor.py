@@ -142,9 +142,9 @@ class TrainerActor:
 
     def run(self, resume: bool = False) -> Any:
         """Train to the end (or the time limit); with `resume`, continue from the latest checkpoint."""
+        from agentgym.trainer.distributed.checkpoint import checkpoint_manager
         from agentgym.trainer.loops import sync_loop
         from agentgym.trainer.run_log import RunLog
-        from agentgym.trainer.train import checkpoint_manager, release_followers
 
         cfg, c = self.cfg, self.parts
         ckpt = checkpoint_manager(cfg, c)
@@ -162,7 +162,7 @@ class TrainerActor:
             log.close()
             group = c.policy.updater.strategy.group
             if group.distributed:  # rank 0 of several trainer rank actors: the followers may leave
-                release_followers(group)
+                group.release()
 
     # ---- start: fresh or resumed, as `trainer.train.train` does ------------------------------
     def _fresh(self, log: Any) -> tuple[int, int]:
