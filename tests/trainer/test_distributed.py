@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_sharded_checkpoint_resumes_across_world_sizes(tmp_path, one_process):
 
 
 TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_tools=False, torch_threads=1,
-           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=3, drop_zero_variance=False,
+           groups_per_batch=2, group_size=4, concurrency=8, max_new_tokens=4, drop_zero_variance=False,
            tensorboard=False, plot=False, train_tasks=20, checkpoint_every=1, device="cpu", name="toy",
            strategy="ddp", world_size=2, dist_timeout_s=60)
 
@@ -179,12 +180,24 @@ def test_two_ray_rank_actors_give_the_one_process_losses_and_weights(tmp_path, o
 @pytest.mark.ray
 @needs_netns
 def test_ray_runtime_trains_with_two_fsdp2_rank_actors_disaggregated(tmp_path):
-    from tests.trainer.test_ray_runtime import run_on_local_ray
+    pytest.importorskip("ray", reason="install the ray extra: pip install -e '.[ray]'")
+    from tests.trainer.test_ray_runtime import TINY
 
-    summary = run_on_local_ray(tmp_path, {"mode": "sync", "updates": 1, "checkpoint_every": 1, "strategy": "fsdp2",
-                                          "world_size": 2, "placement": "disaggregated", "device": "cpu"},
-                               "--env-workers", "0")
+    overrides = {**TINY, "mode": "sync", "updates": 1, "checkpoint_every": 1, "strategy": "fsdp2", "world_size": 2,
+                 "placement": "disaggregated", "device": "cpu"}
+    session_root = tempfile.mkdtemp(prefix="agr-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    cmd = [str(NETNS), sys.executable, "-m", "agentgym.trainer.ray_runtime", "--json", "--num-cpus", "2",
+           "--temp-dir", session_root, "--env-workers", "0",
+           *[f"--set={key}={json.dumps(value)}" for key, value in overrides.items()]]
+    try:
+        done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        shutil.rmtree(session_root, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert (summary["updates"], summary["policy_version"], summary["stopped_by"]) == (1, 1, "updates")
+    assert summary["leftover_processes"] == []
     shards = tmp_path / "runs" / "ray-run" / "checkpoints" / "update-000001" / "shards"
     assert sorted(p.name for p in shards.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
 
