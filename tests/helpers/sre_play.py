@@ -19,4 +19,4 @@ def solve(env: agentgym.AgentEnv, limit: int = 15) -> tuple[float, dict]:
         _, reward, terminated, truncated, info = env.step(inner.solver_action())
         if terminated or truncated:
             return float(reward), info
-    raise AssertionError(f"the solver did not finish {inner.task.id} within {limit} turns")
+    raise AssertionError(f"the solver did not finish within {limit} turns")
