@@ -268,6 +268,7 @@ class TrainConfig(BaseModel):
     @model_validator(mode="after")
     def _rules(self) -> TrainConfig:
         _check_estimator(self.estimator, self.estimator_params)
+        _check_credit_model_params(self.estimator, self.credit_model_params)
         check_loss_options(clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip,
                            aggregation=self.aggregation, kl=self.kl, importance=self.importance,
                            is_low=self.is_low, is_cap=self.is_cap)
@@ -376,6 +377,35 @@ def _check_estimator(name: str, params: dict[str, Any]) -> None:
         raise ValueError(str(exc)) from None
     except (CreditInputError, ValueError, TypeError, IndexError):
         pass  # inputs an empty batch cannot give (values, contributions): checked on the first real batch
+
+
+#: estimator -> (module, class) of its learned credit model (constructed with credit_model_params)
+CREDIT_MODELS = {"spa": ("agentgym.credit.learned.progress", "ProgressEstimator"),
+                 "oprl": ("agentgym.credit.learned.prm", "ImplicitPRM")}
+
+
+def _check_credit_model_params(estimator: str, params: dict[str, Any]) -> None:
+    """credit_model_params name arguments of the estimator's learned model (checked without building it)."""
+    if not params:
+        return
+    if estimator not in CREDIT_MODELS:
+        raise ValueError(f"credit_model_params is set but estimator '{estimator}' has no learned credit model "
+                         f"(only {', '.join(CREDIT_MODELS)} do); remove it")
+    import importlib
+    import inspect
+
+    module, name = CREDIT_MODELS[estimator]
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except ImportError:
+        return  # the train extra is missing: the trainer says so when it starts
+    known = [p for p, v in inspect.signature(cls).parameters.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    for key in params:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=2, cutoff=0.5)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise ValueError(f"credit_model_params: {name} ({estimator}) has no parameter '{key}'.{hint} "
+                             f"Its parameters: {', '.join(known)}.")
 
 
 def load_train_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:

@@ -123,3 +123,11 @@ def test_credit_diagnostics_are_logged_per_update(tmp_path):
 
     html = TestClient(create_app(TrajectoryStore(cfg.store_url))).get("/runs/diag").text
     assert "Credit assignment diagnostics" in html and "credit/step_singleton_frac" in html
+
+
+def test_credit_model_params_are_checked_at_config_load():
+    with pytest.raises(ConfigError, match="no parameter 'warmup'. Did you mean: warmup_steps"):
+        load_train_config(None, {"estimator": "spa", "credit_model_params": {"warmup": 5}})
+    with pytest.raises(ConfigError, match="has no learned credit model"):
+        load_train_config(None, {"estimator": "grpo", "credit_model_params": {"lr": 1e-3}})
+    assert load_train_config(None, {"estimator": "oprl", "credit_model_params": {"beta": 0.05}}).estimator == "oprl"
