@@ -57,6 +57,21 @@ def test_core_envs_and_sandboxes_never_import_the_trainer():
     assert not offenders, "the core must not import the trainer (use a plugin point):\n" + "\n".join(offenders)
 
 
+def test_the_core_finds_envs_only_through_the_registry_and_sandboxes_stand_alone():
+    offenders = []
+    for package, forbidden in (("agentgym", ("agentgym.envs",)),
+                               ("agentgym.sandboxes", ("agentgym.envs", "agentgym.trainer"))):
+        for path in modules(package).values():
+            bad = sorted(m for m in imports(package, path) if any(m == f or m.startswith(f + ".") for f in forbidden))
+            if bad:
+                offenders.append(f"{path.relative_to(ROOT)} imports {', '.join(bad)}")
+    sandbox_core = [f"{p.relative_to(ROOT)} imports {m}" for p in modules("agentgym.sandboxes").values()
+                    for m in imports("agentgym.sandboxes", p)
+                    if m.startswith("agentgym.") and not m.startswith("agentgym.sandboxes")]
+    assert not offenders + sandbox_core, "layer rule broken (docs/architecture.md):\n" + "\n".join(
+        offenders + sandbox_core)
+
+
 def test_trainer_has_no_import_cycle():
     mods = modules("agentgym.trainer")
     graph = {name: sorted(m for m in imports("agentgym.trainer", path) if m in mods and m != name)
