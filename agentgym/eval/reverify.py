@@ -10,7 +10,6 @@ rewards, the old total kept in ``metadata["reverified"]``.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from agentgym.eval.compare import load_plan
 from agentgym.eval.metrics import scored
 from agentgym.registration import make
 from agentgym.store import TrajectoryStore
-from agentgym.trajectory import Episode
+from agentgym.trajectory import Episode, same_value
 
 
 @dataclass
@@ -66,7 +65,7 @@ def _rescore(env: Any, ep: Episode, success_reward: float) -> Rescore | None:
     observation, _ = env.reset(seed=ep.seed, options=options)
     rewards: list[float] = []
     for turn in ep.turns:
-        if observation != turn.observation:
+        if not same_value("observation", observation, turn.observation):
             return _change(ep, None, success_reward, diverged_at=turn.index)
         if turn.action_text == "" and "error" in turn.info and turn is ep.turns[-1]:
             rewards.append(turn.reward)  # the recorded episode broke before acting here
@@ -75,7 +74,7 @@ def _rescore(env: Any, ep: Episode, success_reward: float) -> Rescore | None:
         rewards.append(float(reward))
         if (terminated or truncated) and turn is not ep.turns[-1]:
             return _change(ep, None, success_reward, diverged_at=turn.index + 1)
-    if all(math.isclose(a, t.reward, rel_tol=1e-9, abs_tol=1e-12) for a, t in zip(rewards, ep.turns, strict=False)):
+    if all(same_value("reward", a, t.reward) for a, t in zip(rewards, ep.turns, strict=False)):
         return None
     return _change(ep, rewards, success_reward)
 
