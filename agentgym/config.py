@@ -120,6 +120,12 @@ class TrainConfig(BaseModel):
     """Nucleus sampling mass."""
     max_new_tokens: int = Field(8, ge=1)
     """Token budget of one action."""
+    keep_turns: int | None = Field(None, ge=0)
+    """Context window: keep the task and the last N turns in the prompt (a marker shows the cut); None: all."""
+    max_prompt_tokens: int | None = Field(None, ge=1)
+    """Context window: drop the oldest turns (never the system prompt and task) past this many prompt tokens."""
+    episode_token_budget: int | None = Field(None, ge=1)
+    """Sampled tokens per episode (per turn: max_new_tokens); past it the episode is truncated."""
     concurrency: int = Field(64, ge=1)
     """Episodes in flight at once (env slots)."""
     chat_tools: bool = True

@@ -53,6 +53,16 @@ def loss_config(cfg: TrainConfig) -> LossConfig:
                       importance=cfg.importance, is_low=cfg.is_low, is_cap=cfg.is_cap)
 
 
+def context_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """Collector settings of the run's long-horizon context: the same window in training and its eval."""
+    from agentgym.collector.window import ContextWindow
+
+    out: dict[str, Any] = {"episode_token_budget": cfg.episode_token_budget}
+    if cfg.keep_turns is not None or cfg.max_prompt_tokens is not None:
+        out["context_window"] = ContextWindow(keep_turns=cfg.keep_turns, max_prompt_tokens=cfg.max_prompt_tokens)
+    return out
+
+
 def split_tasks(cfg: TrainConfig, facts: EnvFacts) -> tuple[list[str], list[str]]:
     """(training tasks from the env's "train" split, held-out tasks from its "eval" split)."""
     train = split_for_run(facts, "train", cfg.train_tasks, "train_tasks")
@@ -122,7 +132,11 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
     memory.check()  # before any weight is loaded
     model, tokenizer = build_model(spec)
     device = group.device if group.distributed else next(model.parameters()).device
-    packed = cfg.layout == "packed" or (cfg.layout == "auto" and device.type == "cuda")
+    windowed = cfg.keep_turns is not None or cfg.max_prompt_tokens is not None
+    if windowed and cfg.layout == "padded":
+        raise ConfigError("keep_turns / max_prompt_tokens start a new context mid-episode, which only the packed "
+                          "layout expresses (position ids restart per segment); set layout: packed or auto")
+    packed = cfg.layout == "packed" or (cfg.layout == "auto" and (device.type == "cuda" or windowed))
     reference = frozen_reference(model, cfg, group)
     strategy = make_strategy(cfg.strategy, model, group, cpu_offload=cfg.fsdp_cpu_offload)
     optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)
@@ -181,12 +195,13 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     collector = Collector(cfg.env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                           concurrency=cfg.concurrency, sampling=sampling, run_id=cfg.name, progress=False,
-                          record_snapshots=cfg.estimator == "trace")
+                          record_snapshots=cfg.estimator == "trace", **context_settings(cfg))
     eval_collector = None
     if cfg.eval_tasks:
         eval_collector = Collector(cfg.env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                                    concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
-                                   sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
+                                   sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens),
+                                   **context_settings(cfg))
     dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg, facts)
     allocator = None

@@ -109,6 +109,9 @@ class Progress:
             "reward_mean": tally.reward_sum / tally.episodes if tally.episodes else float("nan"),
             "collected_episodes": tally.episodes, "batch_episodes": len(batch.episodes),
             "capped_turns": sum(t.finish_reason == "length" for e in batch.episodes for t in e.turns),
+            "windowed_turns": sum((e.metadata.get("context") or {}).get("windowed_turns", 0) for e in batch.episodes),
+            "prompt_tokens_dropped": sum((e.metadata.get("context") or {}).get("dropped_tokens", 0)
+                                         for e in batch.episodes),
             "batch_reward_mean": float(np.mean([e.total_reward for e in batch.episodes])),
             "staleness_mean": float(np.mean(batch.staleness)) if batch.staleness else 0.0,
             "staleness_max": float(max(batch.staleness, default=0)),

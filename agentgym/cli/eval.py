@@ -21,7 +21,10 @@ from typer.core import TyperGroup
 from agentgym.cli.common import console, err_console, fail, guarded, open_store, parse_json_option, print_json
 from agentgym.cli.policy_options import (
     CHAT_TOOLS,
+    EPISODE_TOKEN_BUDGET,
+    KEEP_TURNS,
     MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
     POLICY_HELP,
     TOKENIZER,
     TOP_P,
@@ -85,6 +88,9 @@ def run(
     max_new_tokens: int = MAX_NEW_TOKENS,
     chat_tools: bool = CHAT_TOOLS,
     tokenizer: str = TOKENIZER,
+    keep_turns: int = KEEP_TURNS,
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+    episode_token_budget: int = EPISODE_TOKEN_BUDGET,
 ) -> None:
     """Evaluate a policy: every task k times through the collector, a per-env table, stored as an eval run."""
     check_k(k)
@@ -94,6 +100,8 @@ def run(
         plan_args = _resumed(stored, policy)
     else:
         plan_args = _requested(env_ids, file, env_kwargs, policy, tasks, k, success_reward)
+        plan_args["context"] = {"keep_turns": keep_turns, "max_prompt_tokens": max_prompt_tokens,
+                                "episode_token_budget": episode_token_budget}
     options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                              chat_tools=chat_tools, tokenizer=tokenizer)
     if isinstance(plan_args, EvalPlan) and plan_args.options:
@@ -180,7 +188,8 @@ def _plan(requested: dict[str, Any], opened: OpenedPolicy, options: PolicyOption
         success = profile.success_reward if profile is not None else 1.0
     return EvalPlan(policy=requested["policy"], k=requested["k"], envs=envs, seed=seed,
                     success_reward=float(success), max_infra_retries=retries,
-                    options={k: v for k, v in dataclasses.asdict(options).items() if k != "api_key"})
+                    options={k: v for k, v in dataclasses.asdict(options).items() if k != "api_key"},
+                    context={k: v for k, v in requested["context"].items() if v is not None})
 
 
 # ---- output ---------------------------------------------------------------------------
@@ -197,14 +206,15 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
 def summary_table(title: str, summaries: list[EnvSummary], k: int) -> Table:
     table = Table(title=title)
     for col in ("env", "tasks", "eps", "success", "reward ±95%", "pass@1", f"pass@{k}", "turns", "tok in/out",
-                "capped", "infra"):
+                "capped", "windowed", "infra"):
         table.add_column(col, justify="left" if col == "env" else "right", no_wrap=col in ("env", "reward ±95%"))
     for s in summaries:
         table.add_row(s.env_id, str(s.tasks), str(s.episodes), _fmt(s.success, ".1%"),
                       f"{_fmt(s.reward_mean, '.2f')}±{_fmt(s.reward_ci95, '.2f')}", _fmt(s.pass_at_1),
                       _fmt(s.pass_at_k) + (f" ({s.tasks_short} short)" if s.tasks_short else ""),
                       _fmt(s.turns_mean, ".1f"), f"{_fmt(s.tokens_in_mean, '.0f')}/{_fmt(s.tokens_out_mean, '.0f')}",
-                      str(s.capped_turns), str(s.infra_failures))
+                      str(s.capped_turns), f"{s.windowed_turns} (-{s.dropped_tokens} tok)" if s.windowed_turns else "0",
+                      str(s.infra_failures))
     return table
 
 

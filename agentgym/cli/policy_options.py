@@ -23,6 +23,25 @@ CHAT_TOOLS = typer.Option(None, "--chat-tools/--no-chat-tools",
                           help="Render the env's tool schemas into model prompts (default: the run's, else yes).")
 TOKENIZER = typer.Option(None, "--tokenizer",
                          help="openai: tokenizer directory for exact prompt ids (default: the served model's root).")
+KEEP_TURNS = typer.Option(None, "--keep-turns", min=0,
+                          help="Context window: keep the task and the last N turns (an elision marker shows the cut).")
+MAX_PROMPT_TOKENS = typer.Option(None, "--max-prompt-tokens", min=1,
+                                 help="Context window: drop the oldest turns (never the task) past this prompt size.")
+EPISODE_TOKEN_BUDGET = typer.Option(None, "--episode-token-budget", min=1,
+                                    help="Sampled tokens per episode (per turn: --max-new-tokens).")
+
+
+def context_settings(keep_turns: int | None, max_prompt_tokens: int | None,
+                     episode_token_budget: int | None) -> dict[str, Any]:
+    """Collector keyword arguments of the context flags (empty when none is set)."""
+    from agentgym.collector.window import ContextWindow
+
+    out: dict[str, Any] = {}
+    if keep_turns is not None or max_prompt_tokens is not None:
+        out["context_window"] = ContextWindow(keep_turns=keep_turns, max_prompt_tokens=max_prompt_tokens)
+    if episode_token_budget is not None:
+        out["episode_token_budget"] = episode_token_budget
+    return out
 
 
 def policy_options(*, temperature: float, top_p: float, max_new_tokens: int | None, seed: int,

@@ -15,10 +15,14 @@ from agentgym.branching import BranchPlan, branch, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
 from agentgym.cli.policy_options import (
     CHAT_TOOLS,
+    EPISODE_TOKEN_BUDGET,
+    KEEP_TURNS,
     MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
     POLICY_HELP,
     TOKENIZER,
     TOP_P,
+    context_settings,
     policy_options,
     temperature_option,
 )
@@ -63,6 +67,9 @@ def rollout(
     max_new_tokens: int = MAX_NEW_TOKENS,
     chat_tools: bool = CHAT_TOOLS,
     tokenizer: str = TOKENIZER,
+    keep_turns: int = KEEP_TURNS,
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+    episode_token_budget: int = EPISODE_TOKEN_BUDGET,
 ) -> None:
     """Roll out an env with any policy through the collector and store every episode."""
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
@@ -72,7 +79,8 @@ def rollout(
     options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
                              chat_tools=chat_tools, tokenizer=tokenizer)
     plan = RolloutPlan(env_id, spec.id, kwargs, max_turns, episodes, group_size, seed, concurrency,
-                       run_id or f"rollout-{new_id()[:8]}")
+                       run_id or f"rollout-{new_id()[:8]}",
+                       context_settings(keep_turns, max_prompt_tokens, episode_token_budget))
     done = asyncio.run(_rollout(plan, parsed, options, db))
     _summary(done, plan.run_id, db.display_url)
 
@@ -90,6 +98,7 @@ class RolloutPlan:
     seed: int
     concurrency: int
     run_id: str
+    context: dict  #: collector settings: context_window, episode_token_budget
 
 
 async def _rollout(plan: RolloutPlan, parsed: PolicySpec, options: PolicyOptions, db: TrajectoryStore) -> list[Episode]:
@@ -103,7 +112,7 @@ async def _rollout(plan: RolloutPlan, parsed: PolicySpec, options: PolicyOptions
         # envs not declared thread_safe run one per worker process; "module:Name-v0" ids are stored as given
         collector = Collector(plan.env_arg, opened.backend, None, tokenizer=opened.prompt_tokenizer,
                               env_kwargs=kwargs, max_turns=limit, sampling=opened.sampling,
-                              concurrency=plan.concurrency, run_id=plan.run_id)
+                              concurrency=plan.concurrency, run_id=plan.run_id, **plan.context)
         try:
             result = await collector.collect(tasks, group_size=plan.group_size)
         finally:

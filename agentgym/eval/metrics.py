@@ -80,6 +80,8 @@ class EnvSummary:
     tokens_in_mean: float = float("nan")  #: prompt tokens the model read per episode (every turn's full context)
     tokens_out_mean: float = float("nan")  #: sampled tokens per episode
     capped_turns: int = 0  #: turns whose generation stopped at max_new_tokens
+    windowed_turns: int = 0  #: turns whose prompt a context window cut
+    dropped_tokens: int = 0  #: prompt tokens the context window dropped, summed over turns
     infra_failures: int = 0  #: episodes lost to infrastructure failures (retried, never scored)
     task_scores: list[TaskScore] = field(default_factory=list)
 
@@ -95,6 +97,8 @@ def token_counts(episode: Episode) -> tuple[int, int]:
     """(prompt tokens read over all turns, tokens sampled) of one episode."""
     context = read = out = 0
     for turn in episode.turns:
+        if (turn.info.get("context") or {}).get("reset"):
+            context = 0  # a context window rendered this turn's whole prompt afresh
         context += len(turn.prompt_ids)
         read += context
         out += len(turn.action_ids)
@@ -120,6 +124,9 @@ def summarize(env_id: str, episodes: Iterable[Episode], k: int, success_reward: 
         tokens_in.append(read)
         tokens_out.append(out)
         summary.capped_turns += sum(t.finish_reason == "length" for t in ep.turns)
+        cut = ep.metadata.get("context") or {}
+        summary.windowed_turns += int(cut.get("windowed_turns", 0))
+        summary.dropped_tokens += int(cut.get("dropped_tokens", 0))
     summary.task_scores = sorted(by_task.values(), key=lambda t: t.task_id)
     summary.tasks = len(by_task)
     summary.episodes = len(rewards)

@@ -59,6 +59,7 @@ class EvalPlan:
     success_reward: float = 1.0  #: an episode succeeds when its total reward reaches this
     max_infra_retries: int = 2  #: rounds that retry attempts lost to infrastructure failures
     options: dict[str, Any] = field(default_factory=dict)  #: the policy's sampling/loading options (a resume reuses them)
+    context: dict[str, Any] = field(default_factory=dict)  #: keep_turns, max_prompt_tokens, episode_token_budget
     kind: str = "eval"
 
     def to_config(self, policy_record: dict[str, Any]) -> dict[str, Any]:
@@ -73,10 +74,22 @@ class EvalPlan:
         values["envs"] = [EvalEnv(**e) for e in config["envs"]]
         return cls(**values)
 
+    def collector_settings(self) -> dict[str, Any]:
+        """Collector keyword arguments of `context` (the context window and the episode token budget)."""
+        from agentgym.collector.window import ContextWindow
+
+        out: dict[str, Any] = {}
+        if self.context.get("keep_turns") is not None or self.context.get("max_prompt_tokens") is not None:
+            out["context_window"] = ContextWindow(keep_turns=self.context.get("keep_turns"),
+                                                  max_prompt_tokens=self.context.get("max_prompt_tokens"))
+        if self.context.get("episode_token_budget") is not None:
+            out["episode_token_budget"] = self.context["episode_token_budget"]
+        return out
+
     def same_work(self, other: EvalPlan) -> list[str]:
         """What differs between two plans in what they run (empty: the same eval)."""
         diffs = [f"{name}: {getattr(self, name)!r} vs {getattr(other, name)!r}"
-                 for name in ("policy", "k", "seed", "success_reward", "options")
+                 for name in ("policy", "k", "seed", "success_reward", "options", "context")
                  if getattr(self, name) != getattr(other, name)]
         if [asdict(e) for e in self.envs] != [asdict(e) for e in other.envs]:
             diffs.append("envs, kwargs, turn limits or tasks differ")

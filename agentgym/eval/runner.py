@@ -95,7 +95,8 @@ async def _collect(plan: EvalPlan, opened: OpenedPolicy, env: EvalEnv, todo: dic
     factory: Any = functools.partial(make, env.env_id, **env.env_kwargs)
     factory.env_id = env.env_id
     collector = Collector(factory, opened.backend, tag, tokenizer=opened.prompt_tokenizer, sampling=opened.sampling,
-                          max_turns=env.max_turns, concurrency=concurrency, run_id=run_id, progress=progress)
+                          max_turns=env.max_turns, concurrency=concurrency, run_id=run_id, progress=progress,
+                          **plan.collector_settings())
     index = {t: i for i, t in enumerate(env.task_ids)}
     by_size: dict[int, list[Task]] = defaultdict(list)
     for task_id, missing in todo.items():
