@@ -211,14 +211,15 @@ def _branch(store: str, plan: BranchPlan, k: int, options: PolicyOptions) -> Non
     console.print(f"replayed turns 0..{plan.from_turn - 1} of {parent.id} (every turn matches the record), then "
                   f"{plan.policy} played {k} continuation{'s' if k != 1 else ''}", highlight=False)
     table = Table(title=f"branches of {parent.id} at turn {plan.from_turn} (parent reward {parent.total_reward:g})")
-    table.add_column("child episode", no_wrap=True, min_width=32)  # ids are for copying: never cut
-    for col in ("status", "reward", "turns", "differs from parent at"):
+    for col in ("child episode", "status", "reward", "turns", "differs from parent at"):
         table.add_column(col)
     for child in children:
         differs = first_difference(parent.turns, child.turns, fields=("action_text",))
         table.add_row(child.id, str(child.status), f"{child.total_reward:g}", str(child.num_turns),
                       "none" if differs is None else f"turn {differs.turn}")
     console.print(table)
+    for child in children:  # whole ids, for copying, whatever the terminal's width
+        console.print(f"stored child episode {child.id}", highlight=False)
 
 
 async def _branches(db: TrajectoryStore, plan: BranchPlan, options: PolicyOptions, k: int) -> list[Episode]:

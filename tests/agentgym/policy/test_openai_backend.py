@@ -54,7 +54,7 @@ def server(tiny_dir):
         pytest.fail("agentgym serve did not answer /health within 120 s")
     yield url
     proc.terminate()
-    proc.wait(timeout=20)
+    proc.wait(timeout=120)  # a loaded machine can take a while to shut the server down
 
 
 class FaultyProxy:
