@@ -86,3 +86,47 @@ def serve(
     console.print(f"serving {spec.id} on {where} (max {max_sessions} sessions)", highlight=False)
     run_server(spec.id, factory, host=host, port=port, uds=uds, max_sessions=max_sessions,
                idle_timeout_s=idle_timeout)
+
+
+@app.command("up")
+@guarded
+def up(
+    env_id: str = typer.Argument(..., help="Registered env id, e.g. SQL-v0."),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="Containers to start."),
+    env_kwargs: str = typer.Option(None, "--env-kwargs", help="JSON object of keyword arguments for make()."),
+    max_sessions: int = typer.Option(64, "--max-sessions", min=1, help="Sessions per replica."),
+) -> None:
+    """Start an env cluster (env server containers, no network), print its endpoints, keep it up until Ctrl-C.
+
+    The containers stop when this command ends, however it ends (even SIGKILL).
+    """
+    import time
+
+    from agentgym.runtime.cluster import EnvCluster
+
+    spec = registry[env_id]
+    kwargs = parse_json_option(env_kwargs, "--env-kwargs")
+    make(spec.id, **kwargs).close()  # bad kwargs fail here, before any container starts
+    console.print(f"starting {replicas} {spec.id} container(s) (the first run builds the image)...")
+    cluster = EnvCluster(spec.id, replicas=replicas, env_kwargs=kwargs, max_sessions=max_sessions).start()
+    try:
+        for endpoint in cluster.endpoints:
+            print(endpoint, flush=True)
+        console.print("[green]up[/]; Ctrl-C stops the cluster (dead replicas are replaced meanwhile)")
+        cluster.watch()
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+@app.command("down")
+@guarded
+def down(env_id: str = typer.Argument(None, help="Only the containers of this env id (default: all).")) -> None:
+    """Remove env server containers (left by a crashed owner, or all of them)."""
+    from agentgym.runtime.cluster import remove_env_containers
+
+    removed = remove_env_containers(registry[env_id].id if env_id else None)
+    console.print(f"removed {len(removed)} env container(s)")

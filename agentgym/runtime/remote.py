@@ -59,22 +59,39 @@ class RemoteEnv(ProxyEnv):
 
     def __init__(self, url: str, *, call_timeout_s: float | None = 60.0, connect_timeout_s: float = 10.0,
                  render_mode: str | None = None):
-        httpx = require("httpx", extra="serve", what="RemoteEnv")
-        self.url = url
         self.call_timeout_s = call_timeout_s
-        self._base, self._socket, self._env_id = parse_env_url(url)
-        transport = httpx.HTTPTransport(uds=self._socket) if self._socket else None
-        self._http = httpx.Client(base_url=self._base, transport=transport,
-                                  timeout=httpx.Timeout(call_timeout_s, connect=connect_timeout_s))
         self._connect_timeout_s = connect_timeout_s
         self._ws: Any = None
         self._session: str | None = None
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        info = self._connect(url)
+        super().__init__(info["env"], render_mode=render_mode)
+
+    def _connect(self, url: str) -> dict[str, Any]:
+        """Point this client at `url` and do the handshake; the handshake's reply."""
+        httpx = require("httpx", extra="serve", what="RemoteEnv")
+        self.url = url
+        self._base, self._socket, self._env_id = parse_env_url(url)
+        transport = httpx.HTTPTransport(uds=self._socket) if self._socket else None
+        self._http = httpx.Client(base_url=self._base, transport=transport,
+                                  timeout=httpx.Timeout(self.call_timeout_s, connect=self._connect_timeout_s))
         info = self._handshake()
         self.env_id = info["env_id"]
         self.server_id = info["server_id"]
-        super().__init__(info["env"], render_mode=render_mode)
+        self.max_sessions = int(info.get("max_sessions") or 0) or None
+        return info
+
+    def move_to(self, url: str) -> None:
+        """Use another server of the same env from the next `reset` on (a replica replaced its dead twin)."""
+        with self._lock:
+            self._drop_session(delete=True)
+            with contextlib.suppress(Exception):
+                self._http.close()
+            info = self._connect(url)
+        if info["env"] != self.description:
+            raise ConfigError(f"{url} serves a differently configured env than {self.url} did; a pool's "
+                              "replicas must all serve the same env with the same settings")
 
     # ---- connection -----------------------------------------------------------------
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:

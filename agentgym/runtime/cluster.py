@@ -1,0 +1,312 @@
+"""An env cluster: N containers of the env server image, and a pool that spreads sessions over them.
+
+    with EnvCluster("SQL-v0", replicas=4) as cluster:        # `agentgym envs up SQL-v0 --replicas 4`
+        collector = Collector(EnvPool(cluster), policy)
+
+How the collector reaches a container: containers run with ``--network none``
+(no port can be published), so each replica serves on a unix socket in a
+host directory mounted at /run/agentgym (``http+unix://`` endpoints). A
+socket needs no network namespace, no port allocation and no iptables (the
+engine here runs with ``--bridge=none``), and a file's permissions guard it.
+
+Nothing outlives its owner: each container carries the sandbox reaper's owner
+labels (orphans are removed by the next reaper sweep, and at exit the owner
+removes its own), and the owner holds the container's stdin through the
+engine's attach socket; the server exits when that closes, so even a SIGKILL
+of the owner stops its containers, which the engine then removes
+(``auto_remove``). Containers are non-root, read-only with a private /tmp,
+without capabilities, and limited in memory and processes.
+
+`EnvPool` is a zero-argument env factory for the collector: each env it makes
+is a `RemoteEnv` on the replica with the fewest open envs, below each
+replica's session limit. `EnvCluster.watch` replaces a replica whose
+container died; the episodes in flight on it end as infrastructure failures
+(their connections drop), the others go on, and new envs go to the new replica.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.errors import ConfigError, EnvInfraError
+from agentgym.runtime.remote import RemoteEnv
+
+LABEL_ENV = "agentgym.env"
+SOCKET = "env.sock"
+
+
+@dataclass
+class Replica:
+    """One env server container."""
+
+    container_id: str
+    directory: str
+    endpoint: str
+    attach: Any = None  #: the attach socket holding the container's stdin
+    open_envs: int = 0
+    max_sessions: int = 64
+
+
+@dataclass
+class EnvCluster:
+    """N containers serving `env_id`; see the module docstring."""
+
+    env_id: str
+    replicas: int = 1
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_sessions: int = 64
+    mem_limit: str = "2g"
+    pids_limit: int = 512
+    start_timeout_s: float = 180.0
+    members: list[Replica] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or self.max_sessions < 1:
+            raise ConfigError(f"an env cluster needs replicas >= 1 and max_sessions >= 1, got {self.replicas} and "
+                              f"{self.max_sessions}")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self.replaced = 0
+
+    # ---- life cycle ----------------------------------------------------------------
+    def start(self) -> EnvCluster:
+        """Build the image if needed, start every replica in parallel, wait until each is healthy."""
+        from agentgym.runtime.images import ensure_env_image
+
+        self.image = ensure_env_image()
+        started: list[Replica | BaseException] = [None] * self.replicas  # type: ignore[list-item]
+
+        def one(i: int) -> None:
+            try:
+                started[i] = self._start_replica()
+            except BaseException as exc:
+                started[i] = exc
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(self.replicas)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.members = [r for r in started if isinstance(r, Replica)]
+        errors = [r for r in started if not isinstance(r, Replica)]
+        if errors:
+            self.stop()
+            raise errors[0]
+        return self
+
+    def _start_replica(self) -> Replica:
+        from agentgym.sandboxes import reaper
+        from agentgym.sandboxes.docker import client
+
+        docker_client = client()
+        directory = tempfile.mkdtemp(prefix="agentgym-env-")
+        os.chmod(directory, 0o777)  # the server runs as the image's non-root user
+        command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(self.max_sessions),
+                   "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
+        host_config = docker_client.api.create_host_config(
+            network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
+            binds={directory: {"bind": "/run/agentgym", "mode": "rw"}}, cap_drop=["ALL"],
+            security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)
+        labels = {**reaper.owner_labels(), reaper.LABEL: "env-server", LABEL_ENV: self.env_id}
+        # stdin_open without detach also sets StdinOnce: when our attach socket closes, the server's stdin ends
+        container = docker_client.api.create_container(self.image, command=command, stdin_open=True, labels=labels,
+                                                       host_config=host_config)
+        cid = container["Id"]
+        reaper.remember(cid)
+        attach = docker_client.api.attach_socket(cid, params={"stdin": 1, "stream": 1})
+        docker_client.api.start(cid)
+        endpoint = f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/{self.env_id}"
+        replica = Replica(cid, directory, endpoint, attach, max_sessions=self.max_sessions)
+        self._wait_healthy(replica)
+        return replica
+
+    def _wait_healthy(self, replica: Replica) -> None:
+        import httpx
+
+        transport = httpx.HTTPTransport(uds=os.path.join(replica.directory, SOCKET))
+        deadline = time.monotonic() + self.start_timeout_s
+        with httpx.Client(transport=transport, base_url="http://agentgym-env", timeout=5) as http:
+            while time.monotonic() < deadline:
+                if not self._running(replica):
+                    raise EnvInfraError(f"env container {replica.container_id[:12]} for {self.env_id} exited while "
+                                        f"starting: {self._logs(replica)}", kind="container_died")
+                with contextlib.suppress(httpx.HTTPError):
+                    if http.get("/health").status_code == 200:
+                        return
+                time.sleep(0.2)
+        self._remove(replica)
+        raise EnvInfraError(f"env container for {self.env_id} was not healthy within {self.start_timeout_s:g} s",
+                            kind="container_timeout")
+
+    def stop(self) -> None:
+        """Stop and remove every replica; idempotent."""
+        self._stop.set()
+        with self._lock:
+            members, self.members = self.members, []
+        for replica in members:
+            self._remove(replica)
+
+    def __enter__(self) -> EnvCluster:
+        return self.start() if not self.members else self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ---- health and replacement ------------------------------------------------------------
+    @property
+    def endpoints(self) -> list[str]:
+        with self._lock:
+            return [r.endpoint for r in self.members]
+
+    def check(self) -> int:
+        """Replace every replica whose container is gone; how many were replaced."""
+        with self._lock:
+            dead = [r for r in self.members if not self._running(r)]
+        for replica in dead:
+            fresh = self._start_replica()
+            with self._lock:
+                self.members = [fresh if r is replica else r for r in self.members]
+            self._remove(replica)
+            self.replaced += 1
+        return len(dead)
+
+    def watch(self, interval_s: float = 1.0) -> None:
+        """Check the replicas every `interval_s` in a background thread until `stop`."""
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                with contextlib.suppress(Exception):
+                    self.check()
+
+        self._watcher = threading.Thread(target=loop, name=f"agentgym-env-cluster {self.env_id}", daemon=True)
+        self._watcher.start()
+
+    def _running(self, replica: Replica) -> bool:
+        import docker.errors
+
+        from agentgym.sandboxes.docker import client
+
+        try:
+            return client().api.inspect_container(replica.container_id)["State"]["Running"]
+        except docker.errors.NotFound:
+            return False
+
+    def _logs(self, replica: Replica) -> str:
+        from agentgym.sandboxes.docker import client
+
+        with contextlib.suppress(Exception):
+            return client().api.logs(replica.container_id, tail=20).decode(errors="replace").strip()
+        return "(no logs: the container is gone)"
+
+    def _remove(self, replica: Replica) -> None:
+        import docker.errors
+
+        from agentgym.sandboxes import reaper
+        from agentgym.sandboxes.docker import client
+
+        with contextlib.suppress(docker.errors.APIError):
+            client().api.remove_container(replica.container_id, force=True)
+        reaper.forget(replica.container_id)
+        if replica.attach is not None:
+            with contextlib.suppress(Exception):
+                replica.attach.close()
+        shutil.rmtree(replica.directory, ignore_errors=True)
+
+
+class EnvPool:
+    """A zero-argument env factory over a cluster's replicas (or fixed endpoints); see the module docstring."""
+
+    def __init__(self, source: EnvCluster | list[str], *, call_timeout_s: float | None = 60.0):
+        if isinstance(source, list) and not source:
+            raise ConfigError("env_endpoints is empty; give at least one env server URL")
+        self.source = source
+        self.call_timeout_s = call_timeout_s
+        self._open: dict[str, int] = {}
+        self._limits: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.env_id = source.env_id if isinstance(source, EnvCluster) else source[0]
+
+    def endpoints(self) -> list[str]:
+        return self.source.endpoints if isinstance(self.source, EnvCluster) else list(self.source)
+
+    def claim(self) -> str:
+        """The endpoint with the fewest open envs below its session limit, counted as one more open env."""
+        with self._lock:
+            endpoints = self.endpoints()
+            free = [e for e in endpoints if self._open.get(e, 0) < self._limits.get(e, 1 << 30)]
+            if not free:
+                raise EnvInfraError(f"every env server replica of {self.env_id} is at its session limit; start more "
+                                    "replicas or lower the collector's concurrency", kind="busy")
+            endpoint = min(free, key=lambda e: self._open.get(e, 0))
+            self._open[endpoint] = self._open.get(endpoint, 0) + 1
+            return endpoint
+
+    def __call__(self) -> RemoteEnv:
+        endpoint = self.claim()
+        try:
+            env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
+        except BaseException:
+            self.release(endpoint)
+            raise
+        with self._lock:
+            self._limits[endpoint] = env.max_sessions or self._limits.get(endpoint, 1 << 30)
+        return env
+
+    def release(self, endpoint: str) -> None:
+        with self._lock:
+            self._open[endpoint] = max(0, self._open.get(endpoint, 0) - 1)
+
+    def load(self) -> dict[str, int]:
+        """Open envs per endpoint."""
+        with self._lock:
+            return {e: self._open.get(e, 0) for e in self.endpoints()}
+
+
+class _PooledEnv(RemoteEnv):
+    """A `RemoteEnv` that moves off a replaced replica at its next reset and gives its slot back when closed."""
+
+    def __init__(self, endpoint: str, pool: EnvPool, **kwargs: Any):
+        self._pool, self._released = pool, False
+        super().__init__(endpoint, **kwargs)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if self.url not in self._pool.endpoints():  # its replica died and was replaced: go to a live one
+            old, new = self.url, self._pool.claim()
+            try:
+                self.move_to(new)
+            except BaseException:
+                self._pool.release(new)
+                raise
+            self._pool.release(old)
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if not self._released:
+            self._released = True
+            self._pool.release(self.url)
+        super().close()
+
+
+def remove_env_containers(env_id: str | None = None) -> list[str]:
+    """Remove every env server container (of `env_id`); their ids."""
+    import docker.errors
+
+    from agentgym.sandboxes.docker import client
+
+    docker_client = client()
+    wanted = f"{LABEL_ENV}={env_id}" if env_id else LABEL_ENV
+    removed = []
+    for info in docker_client.api.containers(all=True, filters={"label": wanted}):
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            docker_client.api.remove_container(info["Id"], force=True)
+            removed.append(info["Id"])
+    return removed

@@ -1,0 +1,1 @@
+"""Tools-v0: multi-turn tool calling (Python functions and MCP servers) on verifiable tasks."""
