@@ -93,17 +93,32 @@ def kill_others():
             break
         keep.add(pid)
     keep.add(1)
-    for _ in range(3):  # a second pass catches children forked while the first ran
-        found = False
-        for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) not in keep:
+    if keep == {os.getpid(), 1}:  # only init above us: kill(-1) reaches every other process at once,
+        try:  # and the kernel lets no fork slip past it
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    # Freeze, then kill, until a pass finds nothing: a stopped process cannot fork, so a fork bomb cannot
+    # refill the pid slots a kill-only pass frees.
+    for _ in range(50):
+        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in keep and alive(pid)]
+        if not others:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in others:
                 try:
-                    os.kill(int(name), signal.SIGKILL)
-                    found = True
+                    os.kill(pid, sig)
                 except OSError:
                     pass
-        if not found:
-            break
+
+
+def alive(pid):
+    """True for a process that is not a zombie (a zombie only waits for its parent to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 class Capped:

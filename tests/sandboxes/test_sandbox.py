@@ -143,3 +143,15 @@ def test_frozen_agent_is_declared_dead(sandbox: Sandbox, monkeypatch: pytest.Mon
     result = sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)
     assert result.sandbox_died and "stopped answering" in (result.error or ""), result
     assert not sandbox.alive
+
+
+
+def test_restore_stops_fork_bombs_and_the_sandbox_runs_commands_again(docker_engine):
+    """restore leaves no fork bomb behind, bomb after bomb (kill(-1) and freeze-then-kill passes)."""
+    bombs = ["bash -c ':(){ :|:& };:'", "python3 -c 'import os\nwhile True: os.fork()'"] * 3
+    with sandboxes.open(IMAGE, limits=Limits(pids=128, exec_timeout_s=20, lifetime_s=600)) as sb:
+        token = sb.snapshot()
+        for bomb in bombs:
+            sb.exec(bomb, timeout=2)
+            sb.restore(token)  # every other process is killed, forks that raced the kill included
+            assert sb.exec("echo ok").stdout == "ok\n", bomb
