@@ -91,7 +91,7 @@ class MiniWobRun:
         return self.utterance
 
     async def outcome(self, session: BrowserSession, answer: str | None) -> Outcome:
-        state = await session.page.evaluate(
+        state = await session.evaluate(
             "() => window.__agentgymEpisode ? [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON] : null")
         if state is None:  # the agent navigated away or reloaded: the MiniWoB episode is lost
             return Outcome(done=True, reward=-1.0, detail="left the MiniWoB task page (MiniWoB's failure reward)")

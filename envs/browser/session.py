@@ -41,6 +41,7 @@ MARKS_JS = """(bids) => {
   document.body.appendChild(layer);
 }"""
 MAX_BLOCKED_KEPT = 50
+NAVIGATION_RETRIES = 5
 Handler = Callable[[Request], Response]
 
 
@@ -57,6 +58,11 @@ async def _close_popup(page: Any) -> None:
     """A second tab (target=_blank, window.open) is closed: an episode has exactly one page."""
     if len(page.context.pages) > 1:
         await page.close()
+
+
+def _navigated(exc: BaseException) -> bool:
+    text = str(exc)
+    return "Execution context was destroyed" in text or "Cannot find context with specified id" in text
 
 
 def origin_of(url: str) -> str:
@@ -83,6 +89,7 @@ class BrowserSession:
         self.page: Any = None
         self.pooled: PooledBrowser | None = None
         self.crashed = False
+        self._navigating = False  #: a main-frame navigation was answered and its page has not loaded yet
 
     @property
     def browser_dead(self) -> bool:
@@ -98,12 +105,16 @@ class BrowserSession:
         await self.context.route("**/*", self._route)
         self.page = await self.context.new_page()
         self.page.on("crash", self._on_crash)
+        self.page.on("load", self._on_load)
         self.page.on("dialog", _dismiss)
         self.context.on("page", _close_popup)
         await self.page.goto(url, wait_until="load")
 
     def _on_crash(self, _: Any) -> None:
         self.crashed = True
+
+    def _on_load(self, _: Any) -> None:
+        self._navigating = False
 
     def allowed(self, url: str) -> bool:
         return origin_of(url) in self.handlers
@@ -127,38 +138,66 @@ class BrowserSession:
             path, hops = response.redirect, hops + 1
             response = handler(Request.parse("GET", origin_of(request.url) + path, None))
         body = response.body
+        if request.is_navigation_request() and self.page is not None and request.frame == self.page.main_frame:
+            self._navigating = True
         if path is not None and isinstance(body, str):  # show the redirect's URL, as a real server would
             body += f"<script>history.replaceState(null, '', {json.dumps(path)})</script>"
         await route.fulfill(status=response.status, content_type=response.content_type, body=body)
 
     # ---- observation -----------------------------------------------------
+    async def evaluate(self, script: str, arg: Any = None) -> Any:
+        """`page.evaluate`, retried when a navigation the last action started replaces the page meanwhile."""
+        from playwright.async_api import Error as PlaywrightError
+
+        for attempt in range(NAVIGATION_RETRIES):
+            try:
+                return await self.page.evaluate(script, arg)
+            except PlaywrightError as exc:
+                if not _navigated(exc) or attempt == NAVIGATION_RETRIES - 1 or self.crashed or self.browser_dead:
+                    raise
+                await self.page.wait_for_load_state("load")
+        raise AssertionError("unreachable")
+
     async def view(self) -> PageView:
-        result = await self.page.evaluate(SNAPSHOT_JS, {"maxNodes": self.max_nodes})
+        result = await self.evaluate(SNAPSHOT_JS, {"maxNodes": self.max_nodes})
+        title = await self.evaluate("() => document.title")
         nodes = tuple(Node.from_dict(n) for n in result["nodes"])
-        return PageView(url=self.page.url, title=await self.page.title(), nodes=nodes, truncated=result["truncated"])
+        return PageView(url=self.page.url, title=title, nodes=nodes, truncated=result["truncated"])
 
     async def screenshot(self, *, marks: list[str] | None = None) -> bytes:
         """A PNG of the viewport; with `marks`, boxes and bid labels drawn over those elements (set-of-marks)."""
         if marks is None:
             return await self.page.screenshot(type="png")
-        await self.page.evaluate(MARKS_JS, marks)
+        await self.evaluate(MARKS_JS, marks)
         try:
             return await self.page.screenshot(type="png")
         finally:
-            await self.page.evaluate("() => document.getElementById('__agentgym_marks')?.remove()")
+            await self.evaluate("() => document.getElementById('__agentgym_marks')?.remove()")
 
     # ---- actions ---------------------------------------------------------
     async def act(self, action: BrowserAction) -> None:
         """Carry out `action`; `ActionFailed` says why it could not be done."""
         if action.name == "scroll":
-            await self.page.evaluate("([x, y]) => window.scrollBy(x, y)", [action.dx, action.dy])
+            await self.evaluate("([x, y]) => window.scrollBy(x, y)", [action.dx, action.dy])
         elif action.name == "goto":
             await self._goto(action.text or "")
         elif action.name == "back":
             await self._back()
         elif action.name != "answer":
             await self._element_action(action)
-        await self.page.wait_for_load_state("load")
+        await self._settle()
+
+    async def _settle(self) -> None:
+        """Wait for a navigation the action started (answered but not loaded yet) and for the page's load."""
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+        timeout = max(self.action_timeout_ms, 10_000)
+        try:
+            if self._navigating:
+                await self.page.wait_for_event("load", timeout=timeout)
+            await self.page.wait_for_load_state("load", timeout=timeout)
+        except PlaywrightTimeout:  # a slow page is observed as it is; a hung one hits the step timeout
+            pass
 
     async def _back(self) -> None:
         if await self.page.go_back(wait_until="load") is None:
