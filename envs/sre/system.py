@@ -25,7 +25,7 @@ IMAGE_NAME = "sre"
 WORKDIR = "/srv"
 LIMITS = Limits(cpus=1.0, memory_bytes=384 * MiB, pids=256, disk_bytes=64 * MiB, exec_timeout_s=30.0,
                 lifetime_s=3600.0, output_bytes=256 * 1024)
-START_TIMEOUT_S = 40.0
+START_TIMEOUT_S = 60.0
 HEALTH_TIMEOUT_S = 20.0
 
 _lock = threading.Lock()

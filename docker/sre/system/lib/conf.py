@@ -1,6 +1,7 @@
 """Reading the system's config files: INI files for the Python services, `key value` lines for Redis."""
 
 import configparser
+import sys
 
 
 def ini(path, section):
@@ -23,3 +24,12 @@ def redis_conf(path="/srv/etc/redis.conf"):
                 key, _, value = line.partition(" ")
                 values[key.lower()] = value.strip().strip('"')
     return values
+
+
+def say(line):
+    """Write one log line to stdout; a full disk or a closed log never takes a service down."""
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass

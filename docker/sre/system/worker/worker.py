@@ -7,7 +7,7 @@ import sys
 import time
 
 sys.path.insert(0, "/opt/sre/lib")
-from conf import ini  # noqa: E402
+from conf import ini, say  # noqa: E402
 from resp import Redis  # noqa: E402
 
 DEBUG_DUMP_BYTES = 8 << 20
@@ -42,13 +42,13 @@ def main():
         heartbeat = cfg["heartbeat"]
         cfg["db_path"], cfg["redis_port"]
     except (OSError, KeyError, ValueError) as exc:
-        print(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}", flush=True)
+        say(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}")
         sys.exit(1)
     if not os.path.exists(cfg["db_path"]):
-        print("FATAL database {} does not exist".format(cfg["db_path"]), flush=True)
+        say("FATAL database {} does not exist".format(cfg["db_path"]))
         sys.exit(1)
     level = cfg.get("log_level", "info")
-    print(f"worker started (interval {interval:g}s, log_level {level})", flush=True)
+    say(f"worker started (interval {interval:g}s, log_level {level})")
     debug = cfg.get("log_level", "info") == "debug"
     while True:
         status = "ok"
@@ -60,17 +60,11 @@ def main():
                 sys.stdout.flush()
         except Exception as exc:
             status = "error {}: {}".format(type(exc).__name__, str(exc).replace("\n", " ")[:200])
-            try:
-                print(f"ERROR rollup failed: {status[6:]}", flush=True)
-            except OSError:
-                pass
+            say(f"ERROR rollup failed: {status[6:]}")
         try:
             beat(heartbeat, status)
         except OSError as exc:
-            try:
-                print(f"ERROR cannot write heartbeat {heartbeat}: {exc}", flush=True)
-            except OSError:
-                pass
+            say(f"ERROR cannot write heartbeat {heartbeat}: {exc}")
         time.sleep(interval)
 
 

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 sys.path.insert(0, "/opt/sre/lib")
-from conf import ini  # noqa: E402
+from conf import ini, say  # noqa: E402
 from resp import Redis  # noqa: E402
 
 VERSION = "1.4.2"
@@ -113,7 +113,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.reply(404, {"error": "not found"})
         except Exception as exc:
-            print(f"ERROR {self.command} {self.path}: {type(exc).__name__}: {exc}", flush=True)
+            say(f"ERROR {self.command} {self.path}: {type(exc).__name__}: {exc}")
             self.reply(500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def reply(self, code, body):
@@ -127,11 +127,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         debug = self.cfg.get("log_level", "info") == "debug"
         if debug or not str(args[1] if len(args) > 1 else "").startswith("2"):
-            print("{} {}".format(time.strftime("%H:%M:%S"), fmt % args), flush=True)
+            say("{} {}".format(time.strftime("%H:%M:%S"), fmt % args))
         if debug:  # dumps the whole request context: megabytes per request
             line = f"DEBUG request context: {self.path} headers={dict(self.headers)!r}\n"
-            sys.stdout.write(line * (DEBUG_DUMP_BYTES // len(line)))
-            sys.stdout.flush()
+            say(line * (DEBUG_DUMP_BYTES // len(line)))
 
 
 def main():
@@ -142,16 +141,16 @@ def main():
         for key in ("db_path", "redis_host", "redis_port"):
             cfg[key]
     except (OSError, KeyError, ValueError) as exc:
-        print(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}", flush=True)
+        say(f"FATAL cannot load config {path}: {type(exc).__name__}: {exc}")
         sys.exit(1)
     Handler.cfg = cfg
     try:
         server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     except OSError as exc:
-        print(f"FATAL cannot listen on 127.0.0.1:{port}: {exc}", flush=True)
+        say(f"FATAL cannot listen on 127.0.0.1:{port}: {exc}")
         sys.exit(1)
     server.daemon_threads = True
-    print(f"shop-api {VERSION} listening on 127.0.0.1:{port}", flush=True)
+    say(f"shop-api {VERSION} listening on 127.0.0.1:{port}")
     server.serve_forever()
 
 
