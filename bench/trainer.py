@@ -5,7 +5,8 @@
 - update tokens/s of the same seeded synthetic batch (`bench/trainer_ranks.py`) for single, ddp and fsdp2
   at 1 rank and ddp and fsdp2 at 2 ranks (torchrun, gloo, CPU), each with its ratio to single;
 - weight-sync seconds per 100 MB into a real `agentgym serve` for process_group, shared_memory and
-  save_reload (`bench/weight_sync.py`), each with its speedup over save_reload.
+  save_reload (`bench/weight_sync.py`), each with its speedup over save_reload; then the same for a
+  LoRA model, whose in-memory pushes carry only the adapter.
 
 Multi-process runs go through scripts/ray-netns.sh (a loopback-only network namespace). On a 2-core
 machine 2 ranks share the cores with each other: the 2-rank figures show the overhead of the
@@ -46,7 +47,8 @@ def update_run(strategy: str, world: int, args: argparse.Namespace, workdir: Pat
 
 def sync_run(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [NETNS, sys.executable, str(ROOT / "bench" / "weight_sync.py"), "--hidden", str(args.sync_hidden),
-           "--layers", str(args.sync_layers), "--repeats", str(args.sync_repeats), "--json"]
+           "--layers", str(args.sync_layers), "--repeats", str(args.sync_repeats), "--lora-rank", str(args.sync_lora_rank),
+           "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if done.returncode != 0:
         raise RuntimeError(f"weight sync bench failed:\n{done.stderr[-3000:]}")
@@ -63,6 +65,7 @@ def main() -> None:
     ap.add_argument("--sync-hidden", type=int, default=512)
     ap.add_argument("--sync-layers", type=int, default=8)
     ap.add_argument("--sync-repeats", type=int, default=3)
+    ap.add_argument("--sync-lora-rank", type=int, default=8, help="also a LoRA model of this rank (adapter-only pushes)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     runs = [("single", 1), ("ddp", 1), ("fsdp2", 1), ("ddp", 2), ("fsdp2", 2)]
@@ -83,6 +86,10 @@ def main() -> None:
     print(f"weight sync, {sync['model_mb']:.0f} MB model")
     for name, row in sync["paths"].items():
         print(f"  {name:14s} {row['s_per_100mb']:.3f} s/100MB  x{row['speedup_vs_save_reload']:.1f} vs save_reload")
+    if "lora" in sync:
+        print(f"LoRA rank {args.sync_lora_rank}: adapter {sync['lora']['adapter_mb']:.2f} MB")
+        for name, row in sync["lora"]["paths"].items():
+            print(f"  {name:14s} {row['push_s']:.3f} s/push  x{row['speedup_vs_save_reload']:.1f} vs save_reload")
 
 
 if __name__ == "__main__":
