@@ -15,7 +15,7 @@ import torch
 from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
 from agentgym.trainer.weight_sync import post_json, server_root
 
-from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, pack, plan
+from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, plan
 
 
 class SharedMemorySync:
@@ -44,11 +44,13 @@ class SharedMemorySync:
         manifest = plan(state, self.bucket_bytes)
         segment = self._segment(manifest.nbytes)
         offset = 0
-        for bucket, flat in zip(manifest.buckets, pack(state, manifest), strict=True):
+        for bucket in manifest.buckets:  # each tensor straight into the segment: one copy
             view = torch.frombuffer(segment.buf, dtype=torch.uint8, count=bucket.nbytes, offset=offset)
-            view.copy_(flat.view(torch.uint8))
+            flat = view.view(bucket.torch_dtype)
+            for e in bucket.entries:
+                flat[e.offset:e.offset + e.numel].copy_(state[e.name].detach().reshape(-1))
             offset += bucket.nbytes
-            del view
+            del view, flat
         body = {"name": segment.name, "manifest": manifest.to_dict(), "version": version,
                 "lora_scaling": lora_scaling}
         versions = [post_json(root, "/agentgym/weights/shm", body, timeout=self.timeout_s)["version"]

@@ -81,16 +81,17 @@ class WeightReceiver:
         from agentgym.policy.weight_buckets import Manifest, unpack
 
         segment = attach(name)
+        state: dict[str, Any] = {}
         try:
-            state: dict[str, Any] = {}
             offset = 0
-            for bucket in Manifest.from_dict(manifest).buckets:
+            for bucket in Manifest.from_dict(manifest).buckets:  # views into the segment: no copy before loading
                 raw = torch.frombuffer(segment.buf, dtype=torch.uint8, count=bucket.nbytes, offset=offset)
-                state.update((k, v.clone()) for k, v in unpack(bucket, raw.view(bucket.torch_dtype)))
+                state.update(unpack(bucket, raw.view(bucket.torch_dtype)))
                 offset += bucket.nbytes
                 del raw
             return self._load(state, version, lora_scaling)
         finally:
+            state.clear()  # the views into the segment must be gone before it is closed
             segment.close()
 
     def _load(self, state: dict[str, Any], version: int | None, lora_scaling: dict[str, float] | None) -> int:
