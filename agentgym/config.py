@@ -24,6 +24,16 @@ MODEL_PRESETS: dict[str, tuple[int, int, int]] = {"tiny": (64, 2, 128), "small":
 ENV_BOUND_KEYS = ("env_kwargs",)
 
 
+class EnvClusterConfig(BaseModel):
+    """Env server containers the run starts for its env (see `agentgym envs up`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    replicas: int = Field(1, ge=1)
+    """Containers of the agentgym/env image, each serving the run's env on a unix socket."""
+    max_sessions: int = Field(64, ge=1)
+    """Sessions (env instances) per replica."""
+
+
 class TrainConfig(BaseModel):
     """Everything `agentgym train` needs, flat. Field groups follow the data flow."""
 
@@ -48,6 +58,14 @@ class TrainConfig(BaseModel):
     (`--env`, `--set env=`) drops the `env_kwargs` of the config file: they belong to its env."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for `agentgym.make(env, **env_kwargs)` (the env's own settings)."""
+    env_runtime: Literal["auto", "process", "thread"] = "auto"
+    """Where local envs run: a worker process per env unless its class declares thread_safe (auto), always a
+    process, or always the collector's threads."""
+    env_endpoints: list[str] = Field(default_factory=list)
+    """Env server URLs serving `env` with `env_kwargs` (`agentgym envs serve` / `envs up`); episodes are spread
+    over them (fewest open sessions first). Empty: envs run on this machine."""
+    env_cluster: EnvClusterConfig | None = None
+    """Start env server containers for `env` (`{replicas: N, max_sessions: M}`); dead replicas are replaced."""
     max_turns: int | None = Field(None, ge=1)
     """Turn limit of one episode, the same for the SFT warm start, RL and evaluation. None: the env's own
     limit (its registration's `max_turns`, else its `max_turns` attribute)."""
@@ -290,11 +308,21 @@ class TrainConfig(BaseModel):
                              "syncs in memory: use weight_sync: auto")
         if self.weight_sync == "save_reload" and self.backend == "hf":
             raise ValueError("backend hf syncs in memory in the trainer's process; use weight_sync: auto")
+        self._check_env_placement()
         self._check_strategy()
         if self.mini_batches > self.groups_per_batch * self.group_size:
             raise ValueError(f"mini_batches ({self.mini_batches}) exceeds the episodes per batch "
                              f"({self.groups_per_batch * self.group_size}); lower it")
         return self
+
+    def _check_env_placement(self) -> None:
+        if self.env_endpoints and self.env_cluster is not None:
+            raise ValueError("set env_endpoints (servers already running) or env_cluster (containers this run "
+                             "starts), not both")
+        for url in self.env_endpoints:
+            if not url.startswith(("http://", "https://", "http+unix://")):
+                raise ValueError(f"env_endpoints entry {url!r} is not an env server URL; write "
+                                 "http://HOST:PORT/ENV_ID or http+unix://SOCKET/ENV_ID")
 
     def _check_strategy(self) -> None:
         if self.strategy == "single":

@@ -53,6 +53,22 @@ def loss_config(cfg: TrainConfig) -> LossConfig:
                       importance=cfg.importance, is_low=cfg.is_low, is_cap=cfg.is_cap)
 
 
+def env_source(cfg: TrainConfig) -> Any:
+    """What the collectors make envs from: the env id (local envs), or a pool over env servers / containers."""
+    if cfg.env_endpoints:
+        from agentgym.runtime.cluster import EnvPool
+
+        return EnvPool(list(cfg.env_endpoints))
+    if cfg.env_cluster is not None:
+        from agentgym.runtime.cluster import EnvCluster, EnvPool
+
+        cluster = EnvCluster(cfg.env, replicas=cfg.env_cluster.replicas, env_kwargs=dict(cfg.env_kwargs),
+                             max_sessions=cfg.env_cluster.max_sessions).start()  # removed when the run's process exits
+        cluster.watch()
+        return EnvPool(cluster)
+    return cfg.env
+
+
 def context_settings(cfg: TrainConfig) -> dict[str, Any]:
     """Collector settings of the run's long-horizon context: the same window in training and its eval."""
     from agentgym.collector.window import ContextWindow
@@ -193,15 +209,17 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
         raise ConfigError(budget)
     backend, sync = build_backend(cfg, model, tokenizer)
     sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    collector = Collector(cfg.env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
+    env = env_source(cfg)
+    collector = Collector(env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                           concurrency=cfg.concurrency, sampling=sampling, run_id=cfg.name, progress=False,
-                          record_snapshots=cfg.estimator == "trace", **context_settings(cfg))
+                          record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime,
+                          **context_settings(cfg))
     eval_collector = None
     if cfg.eval_tasks:
-        eval_collector = Collector(cfg.env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
+        eval_collector = Collector(env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                                    concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
                                    sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens),
-                                   **context_settings(cfg))
+                                   env_runtime=cfg.env_runtime, **context_settings(cfg))
     dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg, facts)
     allocator = None

@@ -176,3 +176,23 @@ async def test_a_server_killed_during_a_collection_ends_only_the_episodes_in_fli
     lost = [e for e in episodes if e.failure == Failure.INFRA]
     assert lost and all(e.status in (EpisodeStatus.TRUNCATED, EpisodeStatus.ERROR) for e in lost)
     assert all("env server" in e.error for e in lost)
+
+
+async def test_a_training_config_points_the_collectors_at_env_servers(maze):
+    from agentgym.trainer.components import env_source
+
+    from agentgym.config import TrainConfig
+    from agentgym.runtime.cluster import EnvPool
+
+    cfg = TrainConfig(env="Maze-v0", env_endpoints=[maze.url, maze.url])
+    pool = env_source(cfg)
+    assert isinstance(pool, EnvPool) and pool.endpoints() == [maze.url, maze.url]
+    collector = Collector(pool, solver, concurrency=4, progress=False)
+    episodes = (await collector.collect([Task(f"easy-{i}", seed=i) for i in range(4)])).episodes
+    assert all(e.status == EpisodeStatus.COMPLETE for e in episodes)
+    await collector.aclose()
+    assert env_source(TrainConfig(env="Maze-v0")) == "Maze-v0"
+    with pytest.raises(Exception, match="not an env server URL"):
+        TrainConfig(env="Maze-v0", env_endpoints=["127.0.0.1:8000"])
+    with pytest.raises(Exception, match="not both"):
+        TrainConfig(env="Maze-v0", env_endpoints=[maze.url], env_cluster={"replicas": 2})
