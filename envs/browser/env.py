@@ -111,8 +111,10 @@ class BrowserEnv(AgentEnv):
             made: Suite = MiniWobSuite(tasks=(task,) if task else None)
         else:
             made = SitesSuite(site_classes(sites), (difficulty,) if difficulty else None)
-            if task is not None and task not in made.task_ids():
-                raise ConfigError(f"unknown Browser-v0 task {task!r}; e.g. {made.task_ids()[0]!r}")
+            if task is not None:
+                if task not in made.task_ids():
+                    raise ConfigError(f"unknown Browser-v0 task {task!r}; e.g. {made.task_ids()[0]!r}")
+                made.keep_only(task)
         if not made.task_ids():
             raise ConfigError(f"Browser-v0 suite {suite!r} has no tasks with these filters")
         return made

@@ -16,7 +16,7 @@ show every element, hidden ones marked ``hidden``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: roles shown even without a name when pruning (they structure the page for the reader)
@@ -53,7 +53,6 @@ class PageView:
     title: str
     nodes: tuple[Node, ...]
     truncated: bool = False  #: the snapshot stopped at its node limit
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def find(self, role: str, name: str, *, visible_only: bool = True) -> Node | None:
         """The first node with this role and exactly this name (case- and space-insensitive).

@@ -80,6 +80,10 @@ class SitesSuite:
     def task_ids(self) -> list[str]:
         return list(self._tasks)
 
+    def keep_only(self, task_id: str) -> None:
+        """Pose only this task (``task=...`` in the env's arguments)."""
+        self._tasks = {task_id: self._tasks[task_id]}
+
     def difficulty(self, task_id: str) -> str:
         return self._tasks[task_id].difficulty
 

@@ -106,3 +106,28 @@ def test_screenshots_are_files_referenced_from_info(playground, tmp_path):
         data = open(info[key], "rb").read()
         assert data.startswith(b"\x89PNG") and len(data) > 1000
     assert info["screenshot"] != info["screenshot_marks"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"suite": "web"}, "unknown Browser-v0 suite"), ({"sites": ["bank"]}, "unknown Browser-v0 site"),
+    ({"difficulty": "insane"}, "unknown difficulty"), ({"task": "shop/x"}, "unknown Browser-v0 task"),
+    ({"screenshots": "jpg"}, "screenshots='jpg'"), ({"max_turns": 0}, "must be positive"),
+    ({"suite": "miniwob", "task": "nope"}, "unknown MiniWoB"),
+])
+def test_bad_configs_are_refused_when_the_env_is_made(kwargs, message):
+    from agentgym.envs.browser.env import BrowserEnv
+
+    from agentgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        BrowserEnv(**kwargs)
+
+
+def test_task_poses_only_that_task():
+    from agentgym.envs.browser.env import BrowserEnv
+
+    env = BrowserEnv(task="mail/hard/003")
+    assert env.task_ids() == ["mail/hard/003"]
+    obs, info = env.reset(seed=0)
+    assert info["task_id"] == "mail/hard/003" and info["difficulty"] == "hard"
+    env.close()
