@@ -109,7 +109,7 @@ class CodeEnv(AgentEnv):
     def __init__(self, task_set: str = "builtin", path: str | None = None, difficulty: str | None = None,
                  max_turns: int = 12, run_timeout_s: float = 10.0, test_timeout_s: float = 5.0,
                  max_obs_chars: int = 4000, max_action_chars: int = 200_000, pool_size: int = 16,
-                 grader_pool_size: int = 2, acquire_timeout_s: float = 300.0, image: str = sandboxes.BASE_IMAGE,
+                 grader_pool_size: int = 4, acquire_timeout_s: float = 300.0, image: str = sandboxes.BASE_IMAGE,
                  backend: str = "docker", memory_mb: int = 256, disk_mb: int = 64, cpus: float = 1.0,
                  pids: int = 128, solver_runs_tests: bool = True, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
