@@ -111,3 +111,19 @@ def test_envs_check_passes_a_free_text_game(game):
     assert report.passed, [(r.name, r.detail) for r in report.failures()]
     [malformed] = [r for r in report.results if r.name == "malformed_action"]
     assert "free text" in malformed.detail
+
+
+def test_ray_env_workers_place_envs_like_the_collector(game):
+    """The Ray runtime's env worker (its actor body, driven directly here) isolates a non-thread-safe env too."""
+    from agentgym.trainer.ray_runtime.env_worker import EnvWorker
+
+    worker = EnvWorker(TEXTWORLD, {"game_file": game})
+    handle, info = worker.open()
+    assert isinstance(worker._envs[handle], ProcessEnv)
+    observation, _, fingerprint = worker.reset(handle, 0, None)
+    assert observation and fingerprint
+    worker.close(handle)
+    maze = EnvWorker("Maze-v0", {})
+    handle, _ = maze.open()
+    assert not isinstance(maze._envs[handle], ProcessEnv)  # thread_safe: stays in the actor's threads
+    maze.close(handle)

@@ -2,6 +2,8 @@
 
 An `EnvWorker` makes envs with `agentgym.make` and serves `reset`, `step`,
 `snapshot` and `restore` on them by handle, many at once (a threaded actor).
+Envs run where the collector would run them (`agentgym.runtime.placement`):
+one that is not declared ``thread_safe`` gets a worker process of its own.
 A `RemoteEnv` is an `AgentEnv` whose calls go to one env of one worker; the
 collector cannot tell it from a local env: `areset`/`astep` await the actor
 without blocking the event loop, the state fingerprint comes back with every
@@ -42,18 +44,24 @@ def _fingerprint(env: Any, observation: str) -> str:
 class EnvWorker:
     """Actor body: live envs of one env id, addressed by integer handles."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any]):
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], env_runtime: str = "auto"):
+        import functools
+
         from agentgym.registration import make, registry
+        from agentgym.runtime.placement import isolated_factory
 
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
-        self._make, self._spec = make, registry[env_id]
+        self._spec = registry[env_id]
+        # the same placement as the collector's: an env that is not thread_safe gets a worker process of its own
+        self._make = isolated_factory(self._spec, self.env_kwargs, env_runtime, call_timeout_s=None) or \
+            functools.partial(make, env_id, **self.env_kwargs)
         self._envs: dict[int, Any] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
 
     def open(self) -> tuple[int, EnvInfo]:
         """Make one env; returns its handle and what the collector needs to know about it."""
-        env = self._make(self.env_id, **self.env_kwargs)
+        env = self._make()
         inner = getattr(env, "unwrapped", env)
         with self._lock:
             handle = next(self._ids)

@@ -39,7 +39,7 @@ class RolloutWorker:
     def __init__(self, cfg: TrainConfig, index: int, data_manager: Any, env_workers: list[Any]):
         import torch
         from agentgym.trainer.collection import RolloutDriver
-        from agentgym.trainer.components import build_backend, model_spec, split_tasks
+        from agentgym.trainer.components import build_backend, env_source, model_spec, split_tasks
         from agentgym.trainer.model import build_model
 
         from agentgym.env_facts import inspect_env
@@ -57,15 +57,18 @@ class RolloutWorker:
         del model  # the backend holds its own replica
         prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
         env: Any = RemoteEnvFactory(cfg.env, env_workers) if env_workers else cfg.env
+        if cfg.env_endpoints or cfg.env_cluster is not None:  # env servers / containers instead of env workers
+            env = env_source(cfg)  # (an env_cluster is started per rollout worker)
         sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
         self.collector = Collector(env, self.backend, TrajectoryStore(cfg.store_url), tokenizer=prompts,
                                    env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns, concurrency=cfg.concurrency,
                                    sampling=sampling, run_id=cfg.name, progress=False,
-                                   record_snapshots=cfg.estimator == "trace")
+                                   record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime)
         self.eval_collector = Collector(env, self.backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs,
                                         max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
                                         run_id=f"{cfg.name}-eval",
-                                        sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens))
+                                        sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens),
+                                        env_runtime=cfg.env_runtime)
         train_tasks, _ = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
         allocator = None
         if cfg.estimator == "trace":
