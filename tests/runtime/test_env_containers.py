@@ -82,21 +82,24 @@ async def test_the_pool_spreads_sessions_and_a_killed_container_ends_only_its_ep
     await collector.aclose()
 
 
-def test_sigkill_of_the_owner_leaves_no_container():
+def test_envs_up_prints_endpoints_and_its_sigkill_leaves_no_container():
     from agentgym.sandboxes.docker import client
 
-    script = ("from agentgym.runtime.cluster import EnvCluster; import time\n"
-              "c = EnvCluster('Maze-v0', replicas=1).start(); print(c.members[0].container_id, flush=True)\n"
-              "time.sleep(600)\n")
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    container_id = owner.stdout.readline().strip()
-    assert container_id
-    assert client().api.inspect_container(container_id)["Config"]["Labels"][LABEL_ENV] == "Maze-v0"
+    owner = subprocess.Popen([sys.executable, "-m", "agentgym", "envs", "up", "Maze-v0", "--replicas", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    endpoint = ""
+    while not endpoint.startswith("http+unix://"):
+        endpoint = owner.stdout.readline().strip()
+        assert endpoint or owner.poll() is None, "agentgym envs up exited without printing an endpoint"
+    env = RemoteEnv(endpoint)
+    assert env.reset(seed=0)[0].startswith("Start.")
+    env.close()
+    [container] = client().api.containers(filters={"label": [f"{LABEL_ENV}=Maze-v0", f"agentgym.owner_pid={owner.pid}"]})
     os.kill(owner.pid, signal.SIGKILL)
     owner.wait(10)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if not client().api.containers(all=True, filters={"id": container_id}):
+        if not client().api.containers(all=True, filters={"id": container["Id"]}):
             return
         time.sleep(0.5)
-    pytest.fail(f"container {container_id[:12]} outlived its SIGKILLed owner")
+    pytest.fail(f"container {container['Id'][:12]} outlived its SIGKILLed owner")
