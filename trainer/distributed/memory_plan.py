@@ -112,6 +112,7 @@ def capacity(cfg: Any, device: Any, local_ranks: int) -> float:
         import torch
 
         return float(torch.cuda.mem_get_info(device)[1])
-    import psutil
+    import os
 
-    return psutil.virtual_memory().total / max(local_ranks, 1)  # the host's memory, shared by its ranks
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return host / max(local_ranks, 1)  # the host's memory, shared by its ranks
