@@ -167,7 +167,7 @@ def cluster_figures(args: argparse.Namespace) -> dict[str, Any]:
         pool = EnvPool(cluster)
         result = concurrent(pool, actions, task, args.cluster_sessions, args.cluster_steps)
         result["replicas"] = args.replicas
-        result["sessions_per_replica"] = sorted(pool.load().values())
+        result["sessions_per_replica"] = sorted(pool.load(peak=True).values())  # the most open at once
         return result
 
 

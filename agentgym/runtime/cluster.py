@@ -231,6 +231,7 @@ class EnvPool:
         self.source = source
         self.call_timeout_s = call_timeout_s
         self._open: dict[str, int] = {}
+        self._peak: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
         self.env_id = source.env_id if isinstance(source, EnvCluster) else source[0]
@@ -248,6 +249,7 @@ class EnvPool:
                                     "replicas or lower the collector's concurrency", kind="busy")
             endpoint = min(free, key=lambda e: self._open.get(e, 0))
             self._open[endpoint] = self._open.get(endpoint, 0) + 1
+            self._peak[endpoint] = max(self._peak.get(endpoint, 0), self._open[endpoint])
             return endpoint
 
     def __call__(self) -> RemoteEnv:
@@ -265,10 +267,11 @@ class EnvPool:
         with self._lock:
             self._open[endpoint] = max(0, self._open.get(endpoint, 0) - 1)
 
-    def load(self) -> dict[str, int]:
-        """Open envs per endpoint."""
+    def load(self, peak: bool = False) -> dict[str, int]:
+        """Open envs per endpoint (with `peak`: the most that were open at once)."""
         with self._lock:
-            return {e: self._open.get(e, 0) for e in self.endpoints()}
+            counts = self._peak if peak else self._open
+            return {e: counts.get(e, 0) for e in self.endpoints()}
 
 
 class _PooledEnv(RemoteEnv):

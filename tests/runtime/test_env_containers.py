@@ -72,6 +72,7 @@ async def test_the_pool_spreads_sessions_and_a_killed_container_ends_only_its_ep
 
     collector = Collector(pool, killing_solver, concurrency=8, progress=False)
     first = (await collector.collect([Task("shop-easy-0", seed=i) for i in range(8)])).episodes
+    assert sorted(pool.load(peak=True).values()) == [4, 4]  # spread evenly over the two replicas
     assert len({e.env_id for e in first}) == 1
     lost = [e for e in first if e.status != EpisodeStatus.COMPLETE]
     assert all(e.failure == Failure.INFRA for e in lost)
