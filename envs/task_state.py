@@ -1,6 +1,7 @@
 """Shared by envs whose per-episode state is one frozen record and whose tasks are a fixed list.
 
-`TaskStateEnv` gives them the task lookup, `task_ids`, and `snapshot`/`restore`
+`next_turn` is the start of every such env's `step` (SQL-v0, Tools-v0, Code-v0,
+SRE-v0). `TaskStateEnv` gives them the task lookup, `task_ids`, and `snapshot`/`restore`
 for free: the snapshot token *is* the frozen state record, so restoring is
 putting it back. A subclass sets `self._index_tasks(tasks)` in `__init__` and
 keeps `self._state` (a frozen dataclass with at least `task_id` and
@@ -10,9 +11,23 @@ keeps `self._state` (a frozen dataclass with at least `task_id` and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentgym.core import AgentEnv
+
+
+def next_turn(state: Any) -> tuple[Any, dict[str, Any]]:
+    """Start a step on a frozen episode state: (the state with its turn counted, the turn's `info`).
+
+    A step before `reset` or after the episode ended is a caller's bug, not a model error: it raises.
+    """
+    if not state.task_id:
+        raise RuntimeError("call reset() before step()")
+    if state.done:
+        raise RuntimeError("the episode has ended; call reset() to start a new one")
+    state = replace(state, turn=state.turn + 1)
+    return state, {"turn": state.turn}
 
 
 class TaskStateEnv(AgentEnv):

@@ -38,6 +38,7 @@ from agentgym.envs.code.observe import STATUS_WORDS, clip, render_exec, render_r
 from agentgym.envs.code.tasks import DIFFICULTIES, VISIBLE_TEST_FILE, CodeTask, TestReport
 from agentgym.envs.code.testing import Suite, run_command, run_suites
 from agentgym.envs.code.workspace import collect_files, visible_test_file
+from agentgym.envs.task_state import next_turn
 from agentgym.sandboxes import Limits, Sandbox, SandboxError
 
 from agentgym import sandboxes
@@ -176,12 +177,7 @@ class CodeEnv(AgentEnv):
         return observation, {"task_id": task.id, "difficulty": task.difficulty, "task_set": task.source}
 
     def step(self, action: str):
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before step()")
-        if self._state.done:
-            raise RuntimeError("the episode has ended; call reset() to start a new one")
-        self._state = replace(self._state, turn=self._state.turn + 1)
-        info: dict[str, Any] = {"turn": self._state.turn}
+        self._state, info = next_turn(self._state)
         try:
             actions = self._parse(action)
         except MalformedActionError as exc:

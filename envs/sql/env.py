@@ -33,7 +33,7 @@ from agentgym.envs.sql.backends import QueryError, QueryLimits, SqlBackend, Sqli
 from agentgym.envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
 from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, results_match
 from agentgym.envs.sql.statements import has_top_level_order_by
-from agentgym.envs.task_state import TaskStateEnv
+from agentgym.envs.task_state import TaskStateEnv, next_turn
 
 from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
 from agentgym.toolcalls import error_observation
@@ -127,12 +127,7 @@ class SqlEnv(TaskStateEnv):
                              "dialect": self.dialect}
 
     def step(self, action: str):
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before step()")
-        if self._state.done:
-            raise RuntimeError("the episode has ended; call reset() to start a new one")
-        self._state = replace(self._state, turn=self._state.turn + 1)
-        info: dict[str, Any] = {"turn": self._state.turn}
+        self._state, info = next_turn(self._state)
         try:
             parsed = self._parse(action, info)
         except MalformedActionError as exc:

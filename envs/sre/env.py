@@ -39,6 +39,7 @@ from agentgym.envs.sre.herrings import HERRINGS
 from agentgym.envs.sre.policy import MUTATORS, OBSERVERS
 from agentgym.envs.sre.system import LIMITS, Health, System, SystemDied, image_tag, shared_pool
 from agentgym.envs.sre.tasks import DIFFICULTIES, SreTask, shipped_tasks
+from agentgym.envs.task_state import next_turn
 
 from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
@@ -163,12 +164,7 @@ class SreEnv(AgentEnv):
                              "faults": [f.label for f in task.faults], "herring": task.herring}
 
     def step(self, action: str):
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before step()")
-        if self._state.done:
-            raise RuntimeError("the episode has ended; call reset() to start a new one")
-        self._state = replace(self._state, turn=self._state.turn + 1)
-        info: dict[str, Any] = {"turn": self._state.turn}
+        self._state, info = next_turn(self._state)
         try:
             calls = self._parse(action, info)
         except MalformedActionError as exc:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.envs.task_state import TaskStateEnv
+from agentgym.envs.task_state import TaskStateEnv, next_turn
 from agentgym.envs.tools.builtin import BUILTIN_FUNCTIONS
 from agentgym.envs.tools.mcp_client import McpServerSpec, ToolServerError
 from agentgym.envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
@@ -121,12 +121,7 @@ class ToolsEnv(TaskStateEnv):
         return observation, {"task_id": task_id, "category": task.category}
 
     def step(self, action: str):
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before step()")
-        if self._state.done:
-            raise RuntimeError("the episode has ended; call reset() to start a new one")
-        self._state = replace(self._state, turn=self._state.turn + 1)
-        info: dict[str, Any] = {"turn": self._state.turn}
+        self._state, info = next_turn(self._state)
         try:
             calls, final = self._parse(action, info)
         except MalformedActionError as exc:
