@@ -95,12 +95,12 @@ def test_mini_batches_are_reshuffled_every_epoch(tmp_path, monkeypatch, layout):
     seen: list[list[str]] = []
     original = PolicyUpdater._mini_batch
 
-    def spy(self, batches, lp_old, lp_ref, stats):
+    def spy(self, batches, lp_old, lp_ref, *rest):
         seen.append(sorted(e for b in batches for e in b.episode_ids))
         for b, old in zip(batches, lp_old, strict=True):  # lp_old is laid out like the batch it goes with
             assert old.shape == b.loss_mask.shape
             assert bool(((old != 0) <= (b.loss_mask > 0)).all())
-        return original(self, batches, lp_old, lp_ref, stats)
+        return original(self, batches, lp_old, lp_ref, *rest)
 
     monkeypatch.setattr(PolicyUpdater, "_mini_batch", spy)
     run(tmp_path, name="shuffle", updates=1, ppo_epochs=3, mini_batches=2, drop_zero_variance=False,

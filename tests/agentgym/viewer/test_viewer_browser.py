@@ -32,7 +32,7 @@ def browser():
 
 
 @pytest.fixture
-def page(browser, viewer):
+def page(viewer, browser):  # the viewer (and its store) first: building it runs asyncio, which Playwright's sync API forbids
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1400, "height": 900}, base_url=viewer.url)
     tab = context.new_page()
