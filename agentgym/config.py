@@ -61,6 +61,9 @@ class TrainConfig(BaseModel):
     env_runtime: Literal["auto", "process", "thread"] = "auto"
     """Where local envs run: a worker process per env unless its class declares thread_safe (auto), always a
     process, or always the collector's threads."""
+    turn_timeout_s: float = Field(60.0, gt=0)
+    """Limit on one env call (reset, step) in seconds; an env past it is killed and its episode ends as an infra
+    failure."""
     env_endpoints: list[str] = Field(default_factory=list)
     """Env server URLs serving `env` with `env_kwargs` (`agentgym envs serve` / `envs up`); episodes are spread
     over them (fewest open sessions first). Empty: envs run on this machine."""

@@ -213,13 +213,15 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
     collector = Collector(env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                           concurrency=cfg.concurrency, sampling=sampling, run_id=cfg.name, progress=False,
                           record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime,
+                          turn_timeout_s=cfg.turn_timeout_s,
                           **context_settings(cfg))
     eval_collector = None
     if cfg.eval_tasks:
         eval_collector = Collector(env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                                    concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
                                    sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens),
-                                   env_runtime=cfg.env_runtime, **context_settings(cfg))
+                                   env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
+                                   **context_settings(cfg))
     dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg, facts)
     allocator = None

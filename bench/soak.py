@@ -1,0 +1,283 @@
+"""Soak: a real async training run under seeded, logged faults, then an accounting that must lose nothing.
+
+    python bench/soak.py --minutes 30 --json      # the full soak (one JSON object on stdout)
+    python bench/soak.py --short --json           # the CI size (~3 minutes of training)
+
+What runs: ``agentgym train`` as a subprocess (the tiny model, ``mode: async``, the in-process hf
+backend) on ``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every
+instance runs in a worker process (`agentgym.runtime.ProcessEnv`). Faults, all seeded by ``--seed``
+and appended (fsynced) to ``faults.jsonl`` before they act:
+
+- ``worker_kill``: the env worker SIGKILLs itself mid-episode (``--kill-rate`` per step);
+- ``step_hang``: an env step sleeps past the run's ``turn_timeout_s`` (``--hang-rate`` per step);
+- ``trainer_kill``: the driver SIGKILLs the trainer twice, at seeded times, and resumes it with ``--resume``;
+- ``store_disconnect``: with a PostgreSQL ``--store``, the driver terminates the run's store connections
+  (``pg_terminate_backend``) every ``--pg-every-s`` seconds.
+
+The accounting (keys of the JSON object) joins the env's start log and fault log with the store:
+``episodes`` (by status/failure), ``faults_injected`` and ``infra_failures`` (by kind),
+``faults_hit_stored_episodes`` (faults whose episode is in the store, by kind), ``fault_mismatches``
+(a fault whose stored episode is not the matching infra failure, or an infra failure with no fault),
+``lost`` (episodes that ended, so should be stored, but are not), ``in_flight_at_stop`` (started but
+not stored because the trainer was SIGKILLed or stopped while they ran: by design never stored, the
+data manager collects anew), ``duplicated``, ``infra_trained`` (infra-failed episodes in a trained
+batch, from trained.jsonl and the stored turn_credit rows), ``updates`` (contiguous, none twice, per
+resume the checkpoint it went back to), ``leaked`` (worker processes, temp files) and ``rss``
+(per long-lived process: MB at the start of the measured window and at the end, growth %, slope MB/min).
+Counts only; nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from soak_accounting import account  # noqa: E402
+from soak_env import append_record  # noqa: E402
+
+ROOT = BENCH.parent
+RUN_NAME = "soak"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0, help="training time over all trainer segments")
+    parser.add_argument("--short", action="store_true", help="the CI size: 3 minutes, small batches")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the fault plan and the trainer")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    parser.add_argument("--kill-rate", type=float, default=0.012, help="worker SIGKILL chance per env step")
+    parser.add_argument("--hang-rate", type=float, default=0.006, help="hang-past-timeout chance per env step")
+    parser.add_argument("--turn-timeout-s", type=float, default=3.0, help="the run's turn_timeout_s")
+    parser.add_argument("--trainer-kills", type=int, default=2, help="SIGKILLs of the trainer (each resumed)")
+    parser.add_argument("--store", default=None, help="store URL (default: SQLite in the run dir); "
+                        "postgresql://... also injects store_disconnect faults")
+    parser.add_argument("--pg-every-s", type=float, default=20.0, help="seconds between store disconnects")
+    parser.add_argument("--workdir", default=None, help="where the run goes (default: a fresh temp dir)")
+    args = parser.parse_args(argv)
+    if args.short:
+        args.minutes = min(args.minutes, 3.0)
+    if args.minutes <= 0 or args.trainer_kills < 0:
+        parser.error("--minutes must be > 0 and --trainer-kills >= 0")
+    return args
+
+
+def write_config(args: argparse.Namespace, work: Path) -> Path:
+    small = args.short
+    config = {
+        "include": [str(ROOT / "configs/base/cpu-tiny.yaml")], "name": RUN_NAME, "output_dir": str(work / "runs"),
+        "seed": args.seed, "env": "soak_env:SoakMaze-v0", "mode": "async", "updates": 100000,
+        "env_kwargs": {"difficulty": "open", "max_turns": 10, "fault_log": str(work / "faults.jsonl"),
+                       "start_log": str(work / "starts.jsonl"), "plan_seed": args.seed,
+                       "kill_rate": args.kill_rate, "hang_rate": args.hang_rate, "hang_s": 4 * args.turn_timeout_s},
+        "groups_per_batch": 2 if small else 4, "group_size": 4, "concurrency": 8 if small else 16,
+        "sft_steps": 0, "eval_tasks": 0, "eval_every": 0, "checkpoint_every": 1, "keep_checkpoints": 2,
+        "turn_timeout_s": args.turn_timeout_s, "drop_zero_variance": False, "stop_without_signal": None,
+        "tensorboard": False, "plot": False, "log_episode_ids": True,
+    }
+    if args.store:
+        config["store"] = args.store
+    path = work / "soak.yaml"
+    path.write_text(json.dumps(config, indent=1))  # JSON is YAML
+    return path
+
+
+class RssSampler(threading.Thread):
+    """Samples the RSS of the driver, the trainer and its env workers every `every_s` seconds."""
+
+    def __init__(self, every_s: float = 2.0):
+        super().__init__(daemon=True)
+        self.every_s, self.samples, self.trainer, self.segment = every_s, {}, None, 0
+        self.worker_pids: set[int] = set()
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self._halt.wait(self.every_s):
+            self._sample("driver", me)
+            trainer = self.trainer
+            if trainer is None:
+                continue
+            try:
+                self._sample(f"trainer-{self.segment}", trainer)
+                self.worker_pids.update(child.pid for child in trainer.children())
+            except psutil.Error:
+                continue
+
+    def _sample(self, name: str, proc: psutil.Process) -> None:
+        try:
+            self.samples.setdefault(name, []).append((time.monotonic(), proc.memory_info().rss / 2**20))
+        except psutil.Error:
+            pass
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+
+class StoreDisconnector(threading.Thread):
+    """Terminates the run's PostgreSQL connections every `every_s` seconds, logging each before it acts."""
+
+    def __init__(self, url: str, fault_log: Path, every_s: float):
+        super().__init__(daemon=True)
+        import sqlalchemy as sa
+
+        self.engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=None)
+        self.fault_log, self.every_s, self._halt = fault_log, every_s, threading.Event()
+
+    def run(self) -> None:
+        import sqlalchemy as sa
+
+        query = sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+        while not self._halt.wait(self.every_s):
+            append_record(str(self.fault_log), {"kind": "store_disconnect", "time": time.time()})
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(query)
+            except Exception as exc:  # the soak reports it; the run goes on
+                append_record(str(self.fault_log), {"kind": "store_disconnect_failed", "error": str(exc)[:200],
+                                                    "time": time.time()})
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+        self.engine.dispose()
+
+
+def checkpoint_update(run_dir: Path) -> int:
+    latest = run_dir / "checkpoints" / "latest"
+    return int(latest.read_text().strip().rsplit("-", 1)[1]) if latest.exists() else 0
+
+
+def logged_updates(run_dir: Path) -> list[int]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [int(json.loads(line)["update"]) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: RssSampler) -> dict[str, Any]:
+    """Run the trainer until `args.minutes` of training have passed, SIGKILLing it at seeded times."""
+    rng = random.Random(args.seed)
+    total = args.minutes * 60
+    kill_at = sorted(rng.uniform(0.2, 0.8) * total for _ in range(args.trainer_kills))
+    run_dir = work / "runs" / RUN_NAME
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(work / "tmp"), "AGENTGYM_SOAK_TAG": work.name}
+    used, segments, resumes = 0.0, [], []
+    for segment in range(args.trainer_kills + 1):
+        killing = segment < len(kill_at)
+        budget = (kill_at[segment] if killing else total) - used
+        cmd = [sys.executable, "-m", "agentgym", "train", str(config), "--set", f"time_limit_s={total:.0f}"]
+        if segment:
+            resumes.append({"checkpoint_update": checkpoint_update(run_dir), "logged_before_kill": max(
+                logged_updates(run_dir), default=0)})
+            cmd.append("--resume")
+        with (work / f"trainer-{segment}.log").open("w") as log:
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+            sampler.trainer, sampler.segment = psutil.Process(proc.pid), segment
+            began = time.monotonic()
+            code = wait_or_kill(proc, budget if killing else None, work / "faults.jsonl", segment, run_dir)
+            used += time.monotonic() - began
+        sampler.trainer = None
+        segments.append({"segment": segment, "exit": code, "ended": time.time()})
+        if not killing and code != 0:
+            raise RuntimeError(f"trainer segment {segment} exited with {code}; see {work}/trainer-{segment}.log")
+    return {"segments": segments, "resumes": resumes}
+
+
+def wait_or_kill(proc: subprocess.Popen, kill_after_s: float | None, fault_log: Path, segment: int,
+                 run_dir: Path) -> int:
+    """Wait for the trainer; when `kill_after_s` is given, SIGKILL it (logged first) once that time has passed
+    and it has written a checkpoint of its own (so every resume has progress to lose)."""
+    if kill_after_s is None:
+        return proc.wait(timeout=None)
+    began, first = time.monotonic(), checkpoint_update(run_dir)
+    while proc.poll() is None:
+        if time.monotonic() - began >= kill_after_s and checkpoint_update(run_dir) > first:
+            append_record(str(fault_log), {"kind": "trainer_kill", "pid": proc.pid, "segment": segment,
+                                           "time": time.time()})
+            proc.send_signal(signal.SIGKILL)
+            return proc.wait()
+        time.sleep(0.5)
+    return proc.returncode
+
+
+def leaked(work: Path, worker_pids: set[int]) -> dict[str, Any]:
+    """Processes of this run still alive (tagged by environment or seen as workers) and files left in its TMPDIR."""
+    time.sleep(2.0)  # let the kernel deliver the workers' parent-death signals
+    alive = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            tagged = proc.environ().get("AGENTGYM_SOAK_TAG") == work.name
+        except psutil.Error:
+            tagged = False
+        if tagged or (proc.pid in worker_pids and "agentgym.runtime.worker" in " ".join(proc.info["cmdline"] or [])):
+            alive.append(proc.pid)
+    tmp = work / "tmp"
+    left = sorted(str(p.relative_to(tmp)) for p in tmp.iterdir()) if tmp.exists() else []
+    return {"processes": len(alive), "process_ids": alive, "temp_entries": len(left), "temp_names": left[:20]}
+
+
+def rss_report(samples: dict[str, list[tuple[float, float]]], skip_frac: float) -> dict[str, Any]:
+    """Per process: MB at the start of the measured window (after `skip_frac` of its life) and at its end."""
+    report = {}
+    for name, series in samples.items():
+        if len(series) < 4:
+            continue
+        start_t = series[0][0] + skip_frac * (series[-1][0] - series[0][0])
+        window = [(t, mb) for t, mb in series if t >= start_t]
+        ts, ms = [t for t, _ in window], [mb for _, mb in window]
+        mean_t, mean_m = sum(ts) / len(ts), sum(ms) / len(ms)
+        var = sum((t - mean_t) ** 2 for t in ts) or 1.0
+        slope = sum((t - mean_t) * (m - mean_m) for t, m in zip(ts, ms, strict=True)) / var * 60
+        report[name] = {"samples": len(window), "window_s": round(ts[-1] - ts[0], 1), "mb_start": round(ms[0], 1),
+                        "mb_end": round(ms[-1], 1), "growth_pct": round(100 * (ms[-1] - ms[0]) / ms[0], 2),
+                        "slope_mb_per_min": round(slope, 3)}
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
+    (work / "tmp").mkdir(parents=True, exist_ok=True)
+    config = write_config(args, work)
+    sampler = RssSampler()
+    sampler.start()
+    disconnector = None
+    if args.store and args.store.startswith("postgresql"):
+        disconnector = StoreDisconnector(args.store, work / "faults.jsonl", args.pg_every_s)
+        disconnector.start()
+    try:
+        run = run_segments(args, work, config, sampler)
+    finally:
+        if disconnector is not None:
+            disconnector.stop()
+        sampler.stop()
+    store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
+    result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
+    # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
+    result["rss"] = rss_report(sampler.samples, 5 / args.minutes if args.minutes >= 10 else 1 / 3)
+    result["leaked"] = leaked(work, sampler.worker_pids)
+    result.update(minutes=args.minutes, seed=args.seed, workdir=str(work))
+    print(json.dumps(result) if args.json else json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

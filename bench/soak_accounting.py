@@ -1,0 +1,144 @@
+"""The soak's accounting: the env's start and fault logs (ground truth) joined with the store and the ledger.
+
+Every episode the soak env starts names itself (``[soak ep-PID-N]``) at the end of its first observation,
+which the store keeps as turn 0's observation, so each start can be matched with its stored episode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+TOKEN = re.compile(r"\[soak (ep-\d+-\d+)\]")
+#: the infra failure kind each env fault must produce (from the ProcessEnv error text)
+EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def infra_kind(error: str | None) -> str:
+    text = error or ""
+    if "did not answer" in text:
+        return "env_timeout"
+    if "died during" in text:
+        return "env_worker_died"
+    return "other"
+
+
+def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
+    """(id, status, failure, error, token) of every stored episode of the run."""
+    url = store if "://" in store else f"sqlite:///{store}"
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    query = sa.text('SELECT e.id, e.status, e.failure, e.error, t.observation FROM episodes e LEFT JOIN turns t '
+                    'ON t.episode_id = e.id AND t."index" = 0 WHERE e.run_id = :run')
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(query, {"run": run_id}).all()
+            credit = conn.execute(sa.text("SELECT episode_id, dropped FROM turn_credit WHERE run_id = :run"),
+                                  {"run": run_id}).all()
+    finally:
+        engine.dispose()
+    episodes = []
+    for ep_id, status, failure, error, observation in rows:
+        match = TOKEN.search(observation or "")
+        episodes.append({"id": ep_id, "status": status, "failure": failure, "error": error,
+                         "token": match.group(1) if match else None})
+    trained_by_credit = {ep_id for ep_id, dropped in credit if not dropped}
+    return episodes, trained_by_credit
+
+
+def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeout_s: float) -> dict[str, Any]:
+    starts = read_jsonl(work / "starts.jsonl")
+    faults = read_jsonl(work / "faults.jsonl")
+    episodes, trained_by_credit = stored_episodes(store, run_id)
+    by_token: dict[str, list[dict[str, Any]]] = {}
+    for ep in episodes:
+        by_token.setdefault(ep["token"], []).append(ep)
+    infra = [ep for ep in episodes if ep["failure"] == "infra"]
+    result: dict[str, Any] = {
+        "episodes": {"started": len(starts), "stored": len(episodes),
+                     "by_status": dict(Counter(f"{e['status']}/{e['failure'] or '-'}" for e in episodes))},
+        "faults_injected": dict(Counter(f["kind"] for f in faults)),
+        "infra_failures": dict(Counter(infra_kind(e["error"]) for e in infra)),
+        "duplicated": sum(len(v) - 1 for k, v in by_token.items() if k) + len(episodes) - len({e["id"] for e in episodes}),
+        "unnamed_episodes": len(by_token.get(None, [])),
+    }
+    result.update(fault_match(faults, by_token, infra))
+    result.update(lost_and_in_flight(starts, faults, by_token, run["segments"], turn_timeout_s))
+    result["infra_trained"] = infra_trained(work / "runs" / run_id / "trained.jsonl", infra, trained_by_credit)
+    result["updates"] = update_accounting(work / "runs" / run_id, run["resumes"])
+    return result
+
+
+def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each env fault whose episode is stored must have made it the matching infra failure, and vice versa."""
+    hit: Counter[str] = Counter()
+    mismatches = []
+    fault_tokens = set()
+    for fault in faults:
+        if fault["kind"] not in EXPECTED:
+            continue
+        fault_tokens.add(fault["token"])
+        for ep in by_token.get(fault["token"], []):
+            hit[fault["kind"]] += 1
+            if ep["failure"] != "infra" or infra_kind(ep["error"]) != EXPECTED[fault["kind"]]:
+                mismatches.append({"fault": fault, "episode": ep["id"], "status": ep["status"],
+                                   "failure": ep["failure"], "error": (ep["error"] or "")[:200]})
+    for ep in infra:
+        if ep["token"] not in fault_tokens:
+            mismatches.append({"fault": None, "episode": ep["id"], "error": (ep["error"] or "")[:200]})
+    return {"faults_hit_stored_episodes": dict(hit), "fault_mismatches": len(mismatches),
+            "fault_mismatch_examples": mismatches[:5]}
+
+
+def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]], by_token: dict,
+                       segments: list[dict[str, Any]], turn_timeout_s: float) -> dict[str, Any]:
+    """An unstored start is lost when its episode provably ended: its worker started another episode later, or
+    its fault came long enough (turn timeout + 30 s) before its trainer segment ended for the collector to store
+    it. Otherwise it was in flight when the trainer was SIGKILLed or stopped (never stored by design)."""
+    later_start: dict[int, float] = {}
+    for start in starts:
+        later_start[start["pid"]] = max(later_start.get(start["pid"], 0.0), start["time"])
+    fault_time = {f["token"]: f["time"] for f in faults if "token" in f}
+    ends = sorted(seg["ended"] for seg in segments)
+    lost, in_flight = [], 0
+    for start in starts:
+        if start["token"] in by_token:
+            continue
+        segment_end = next((end for end in ends if end >= start["time"]), ends[-1] if ends else start["time"])
+        moved_on = later_start[start["pid"]] > start["time"]
+        stale_fault = start["token"] in fault_time and fault_time[start["token"]] + turn_timeout_s + 30 < segment_end
+        if moved_on or stale_fault:
+            lost.append(start["token"])
+        else:
+            in_flight += 1
+    return {"lost": len(lost), "lost_tokens": lost[:20], "in_flight_at_stop": in_flight}
+
+
+def infra_trained(ledger: Path, infra: list[dict[str, Any]], trained_by_credit: set[str]) -> dict[str, Any]:
+    """Infra-failed episodes in a trained batch: by trained.jsonl and by the store's turn_credit rows."""
+    infra_ids = {ep["id"] for ep in infra}
+    entries = read_jsonl(ledger)
+    trained = Counter(ep_id for entry in entries for ep_id in entry.get("episode_ids") or [])
+    return {"by_ledger": len(infra_ids & set(trained)), "by_turn_credit": len(infra_ids & trained_by_credit),
+            "episodes_trained": len(trained), "trained_twice": sum(1 for n in trained.values() if n > 1)}
+
+
+def update_accounting(run_dir: Path, resumes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Updates 1..N each logged once across the resumes; per resume, the checkpoint it went back to."""
+    updates = [int(row["update"]) for row in read_jsonl(run_dir / "metrics.jsonl")]
+    counts = Counter(updates)
+    final = max(updates, default=0)
+    return {"final": final, "applied_twice": sum(1 for n in counts.values() if n > 1),
+            "skipped": sum(1 for u in range(1, final + 1) if u not in counts),
+            "resumes": len(resumes), "per_resume": resumes,
+            "redone_after_kill": sum(r["logged_before_kill"] - r["checkpoint_update"] for r in resumes)}
