@@ -150,20 +150,30 @@ class RolloutDriver:
         running: set[asyncio.Task] = set()
         try:
             while not stop.is_set():
-                await self.run_retries()
+                self._launch_retries(running)
                 task = next(self._tasks)
                 size = self.dm.rollouts_for(task.task_id)
                 while not self.dm.try_acquire(size):
                     if stop.is_set():
                         return
+                    # a group waiting for its retry holds room: launch the retry while waiting, or no room comes
+                    self._launch_retries(running)
                     await asyncio.sleep(0.002)
-                job = asyncio.create_task(self.run_group(task, size, acquired=True))
-                running.add(job)
-                job.add_done_callback(self._done(running))
+                self._track(running, self.run_group(task, size, acquired=True))
         finally:
             for job in running:
                 job.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+
+    def _launch_retries(self, running: set[asyncio.Task]) -> None:
+        """Start the retries owed (each a one-episode group completing its group) without waiting for them."""
+        for r in self.dm.take_retries():
+            self._track(running, self.run_group(Task(r.task_id, r.seed), 1, group_id=r.group_id))
+
+    def _track(self, running: set[asyncio.Task], coro: Any) -> None:
+        job = asyncio.create_task(coro)
+        running.add(job)
+        job.add_done_callback(self._done(running))
 
     def _done(self, running: set[asyncio.Task]):
         def callback(job: asyncio.Task) -> None:
