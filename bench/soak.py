@@ -1,7 +1,7 @@
 """Soak: a real async training run under seeded, logged faults, then an accounting that must lose nothing.
 
     python bench/soak.py --minutes 30 --json      # the full soak (one JSON object on stdout)
-    python bench/soak.py --short --json           # the CI size (~3 minutes of training)
+    python bench/soak.py --short --json           # the CI size (6 updates, 2 trainer kills)
 
 What runs: ``agentgym train`` as a subprocess (the tiny model, ``mode: async``, the in-process hf
 backend) on ``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every
@@ -52,12 +52,15 @@ from soak_env import append_record  # noqa: E402
 
 ROOT = BENCH.parent
 RUN_NAME = "soak"
+SHORT_UPDATES = 6  #: updates of the short soak
+CACHE_DIRS = ("torchinductor_",)  #: TMPDIR entries that are caches by design (torch's compile cache), not leaks
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="training time over all trainer segments")
-    parser.add_argument("--short", action="store_true", help="the CI size: 3 minutes, small batches")
+    parser.add_argument("--short", action="store_true", help=f"the CI size: {SHORT_UPDATES} updates of small "
+                        "batches (counts, not minutes; about 3 minutes on an idle 2-core machine)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the fault plan and the trainer")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
     parser.add_argument("--kill-rate", type=float, default=0.012, help="worker SIGKILL chance per env step")
@@ -69,8 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pg-every-s", type=float, default=20.0, help="seconds between store disconnects")
     parser.add_argument("--workdir", default=None, help="where the run goes (default: a fresh temp dir)")
     args = parser.parse_args(argv)
-    if args.short:
-        args.minutes = min(args.minutes, 3.0)
+    if args.short and args.trainer_kills > SHORT_UPDATES - 2:
+        parser.error(f"--short runs {SHORT_UPDATES} updates: at most {SHORT_UPDATES - 2} --trainer-kills")
     if args.minutes <= 0 or args.trainer_kills < 0:
         parser.error("--minutes must be > 0 and --trainer-kills >= 0")
     return args
@@ -80,7 +83,8 @@ def write_config(args: argparse.Namespace, work: Path) -> Path:
     small = args.short
     config = {
         "include": [str(ROOT / "configs/base/cpu-tiny.yaml")], "name": RUN_NAME, "output_dir": str(work / "runs"),
-        "seed": args.seed, "env": "soak_env:SoakMaze-v0", "mode": "async", "updates": 100000,
+        "seed": args.seed, "env": "soak_env:SoakMaze-v0", "mode": "async",
+        "updates": SHORT_UPDATES if small else 100000, "time_limit_s": None if small else args.minutes * 60,
         "env_kwargs": {"difficulty": "open", "max_turns": 10, "fault_log": str(work / "faults.jsonl"),
                        "start_log": str(work / "starts.jsonl"), "plan_seed": args.seed,
                        "kill_rate": args.kill_rate, "hang_rate": args.hang_rate, "hang_s": 4 * args.turn_timeout_s},
@@ -171,19 +175,27 @@ def logged_updates(run_dir: Path) -> list[int]:
     return [int(json.loads(line)["update"]) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: RssSampler) -> dict[str, Any]:
-    """Run the trainer until `args.minutes` of training have passed, SIGKILLing it at seeded times."""
+def kill_plan(args: argparse.Namespace) -> list[dict[str, float]]:
+    """When to SIGKILL the trainer, seeded: the full soak at random times between 20% and 80% of its minutes;
+    the short one (a fixed number of updates, so counts do not depend on the machine's load) a random 0-3 s
+    after it has checkpointed a random update. Every kill also waits for a checkpoint newer than the resume."""
     rng = random.Random(args.seed)
-    total = args.minutes * 60
-    kill_at = sorted(rng.uniform(0.2, 0.8) * total for _ in range(args.trainer_kills))
+    if args.short:
+        kill_updates = sorted(rng.sample(range(1, SHORT_UPDATES - 1), args.trainer_kills))
+        return [{"after_update": u, "delay_s": rng.uniform(0, 3), "after_s": 0.0} for u in kill_updates]
+    times = sorted(rng.uniform(0.2, 0.8) * args.minutes * 60 for _ in range(args.trainer_kills))
+    return [{"after_update": 0, "delay_s": 0.0, "after_s": t} for t in times]
+
+
+def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: RssSampler) -> dict[str, Any]:
+    """Run the trainer to its end, SIGKILLing it by the seeded plan and resuming it with ``--resume``."""
+    plan = kill_plan(args)
     run_dir = work / "runs" / RUN_NAME
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
            "TMPDIR": str(work / "tmp"), "AGENTGYM_SOAK_TAG": work.name}
-    used, segments, resumes = 0.0, [], []
-    for segment in range(args.trainer_kills + 1):
-        killing = segment < len(kill_at)
-        budget = (kill_at[segment] if killing else total) - used
-        cmd = [sys.executable, "-m", "agentgym", "train", str(config), "--set", f"time_limit_s={total:.0f}"]
+    began, segments, resumes = time.monotonic(), [], []
+    for segment in range(len(plan) + 1):
+        cmd = [sys.executable, "-m", "agentgym", "train", str(config)]
         if segment:
             resumes.append({"checkpoint_update": checkpoint_update(run_dir), "logged_before_kill": max(
                 logged_updates(run_dir), default=0)})
@@ -191,30 +203,35 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
         with (work / f"trainer-{segment}.log").open("w") as log:
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
             sampler.trainer, sampler.segment = psutil.Process(proc.pid), segment
-            began = time.monotonic()
-            code = wait_or_kill(proc, budget if killing else None, work / "faults.jsonl", segment, run_dir)
-            used += time.monotonic() - began
+            kill = plan[segment] if segment < len(plan) else None
+            code = wait_or_kill(proc, kill, began, work / "faults.jsonl", segment, run_dir)
         sampler.trainer = None
-        segments.append({"segment": segment, "exit": code, "ended": time.time()})
-        if not killing and code != 0:
+        segments.append({"segment": segment, "pid": proc.pid, "exit": code, "ended": time.time()})
+        if kill is None and code != 0:
             raise RuntimeError(f"trainer segment {segment} exited with {code}; see {work}/trainer-{segment}.log")
-    return {"segments": segments, "resumes": resumes}
+        if kill is not None and code >= 0:
+            raise RuntimeError(f"trainer segment {segment} ended (exit {code}) before its planned kill {kill}; "
+                               f"see {work}/trainer-{segment}.log")
+    return {"segments": segments, "resumes": resumes, "kill_plan": plan}
 
 
-def wait_or_kill(proc: subprocess.Popen, kill_after_s: float | None, fault_log: Path, segment: int,
-                 run_dir: Path) -> int:
-    """Wait for the trainer; when `kill_after_s` is given, SIGKILL it (logged first) once that time has passed
-    and it has written a checkpoint of its own (so every resume has progress to lose)."""
-    if kill_after_s is None:
+def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: float, fault_log: Path,
+                 segment: int, run_dir: Path) -> int:
+    """Wait for the trainer; with a planned `kill`, SIGKILL it (logged first) once the plan's time has passed
+    and it has checkpointed the plan's update and one of its own (so every resume has progress to lose)."""
+    if kill is None:
         return proc.wait(timeout=None)
-    began, first = time.monotonic(), checkpoint_update(run_dir)
+    first, due = checkpoint_update(run_dir), None
     while proc.poll() is None:
-        if time.monotonic() - began >= kill_after_s and checkpoint_update(run_dir) > first:
+        ready = checkpoint_update(run_dir) >= max(kill["after_update"], first + 1)
+        if due is None and ready and time.monotonic() - began >= kill["after_s"]:
+            due = time.monotonic() + kill["delay_s"]
+        if due is not None and time.monotonic() >= due:
             append_record(str(fault_log), {"kind": "trainer_kill", "pid": proc.pid, "segment": segment,
                                            "time": time.time()})
             proc.send_signal(signal.SIGKILL)
             return proc.wait()
-        time.sleep(0.5)
+        time.sleep(0.2)
     return proc.returncode
 
 
@@ -230,8 +247,11 @@ def leaked(work: Path, worker_pids: set[int]) -> dict[str, Any]:
         if tagged or (proc.pid in worker_pids and "agentgym.runtime.worker" in " ".join(proc.info["cmdline"] or [])):
             alive.append(proc.pid)
     tmp = work / "tmp"
-    left = sorted(str(p.relative_to(tmp)) for p in tmp.iterdir()) if tmp.exists() else []
-    return {"processes": len(alive), "process_ids": alive, "temp_entries": len(left), "temp_names": left[:20]}
+    entries = sorted(p.name for p in tmp.iterdir()) if tmp.exists() else []
+    caches = [name for name in entries if name.startswith(CACHE_DIRS)]  # kept on purpose, reused by the next run
+    left = [name for name in entries if name not in caches]
+    return {"processes": len(alive), "process_ids": alive, "temp_entries": len(left), "temp_names": left[:20],
+            "temp_caches": caches}
 
 
 def rss_report(samples: dict[str, list[tuple[float, float]]], skip_frac: float) -> dict[str, Any]:
@@ -272,9 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
-    result["rss"] = rss_report(sampler.samples, 5 / args.minutes if args.minutes >= 10 else 1 / 3)
+    result["rss"] = rss_report(sampler.samples, 1 / 3 if args.short or args.minutes < 10 else 5 / args.minutes)
     result["leaked"] = leaked(work, sampler.worker_pids)
-    result.update(minutes=args.minutes, seed=args.seed, workdir=str(work))
+    result.update(minutes=None if args.short else args.minutes, seed=args.seed, workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
 

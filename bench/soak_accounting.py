@@ -57,7 +57,9 @@ def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeout_s: float) -> dict[str, Any]:
-    starts = read_jsonl(work / "starts.jsonl")
+    # the trainer itself makes and resets one env in process when it starts (its config check): not episodes
+    trainer_pids = {seg["pid"] for seg in run["segments"]}
+    starts = [s for s in read_jsonl(work / "starts.jsonl") if s["pid"] not in trainer_pids]
     faults = read_jsonl(work / "faults.jsonl")
     episodes, trained_by_credit = stored_episodes(store, run_id)
     by_token: dict[str, list[dict[str, Any]]] = {}
@@ -102,15 +104,21 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
 
 def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]], by_token: dict,
                        segments: list[dict[str, Any]], turn_timeout_s: float) -> dict[str, Any]:
-    """An unstored start is lost when its episode provably ended: its worker started another episode later, or
-    its fault came long enough (turn timeout + 30 s) before its trainer segment ended for the collector to store
-    it. Otherwise it was in flight when the trainer was SIGKILLed or stopped (never stored by design)."""
+    """Unstored starts, classified. An episode provably ended when its worker started another later, or its fault
+    came long enough (turn timeout + 30 s) before its trainer segment stopped for the collector to handle it.
+
+    - ``in_flight_at_stop``: still running when the trainer was SIGKILLed or stopped (never stored, by design);
+    - ``finished_unstored_at_stop``: ended, but a group-mate (same task, same segment) was still running when the
+      trainer stopped: the collector stores a group's episodes together when the group ends, so a trainer kill
+      loses the finished episodes of unfinished groups;
+    - ``lost``: ended, and nothing of its group was still running: it should be in the store.
+    """
     later_start: dict[int, float] = {}
     for start in starts:
         later_start[start["pid"]] = max(later_start.get(start["pid"], 0.0), start["time"])
     fault_time = {f["token"]: f["time"] for f in faults if "token" in f}
     ends = sorted(seg["ended"] for seg in segments)
-    lost, in_flight = [], 0
+    ended, running, in_flight = [], set(), 0
     for start in starts:
         if start["token"] in by_token:
             continue
@@ -118,10 +126,13 @@ def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]
         moved_on = later_start[start["pid"]] > start["time"]
         stale_fault = start["token"] in fault_time and fault_time[start["token"]] + turn_timeout_s + 30 < segment_end
         if moved_on or stale_fault:
-            lost.append(start["token"])
+            ended.append((start, segment_end))
         else:
+            running.add((start["task_id"], segment_end))
             in_flight += 1
-    return {"lost": len(lost), "lost_tokens": lost[:20], "in_flight_at_stop": in_flight}
+    lost = [s["token"] for s, end in ended if (s["task_id"], end) not in running]
+    return {"lost": len(lost), "lost_tokens": lost[:20], "in_flight_at_stop": in_flight,
+            "finished_unstored_at_stop": len(ended) - len(lost)}
 
 
 def infra_trained(ledger: Path, infra: list[dict[str, Any]], trained_by_credit: set[str]) -> dict[str, Any]:
