@@ -140,7 +140,9 @@ class StoreDisconnector(threading.Thread):
         super().__init__(daemon=True)
         import sqlalchemy as sa
 
-        self.engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1), poolclass=None)
+        from agentgym.store import normalise_url
+
+        self.engine = sa.create_engine(normalise_url(url))
         self.fault_log, self.every_s, self._halt = fault_log, every_s, threading.Event()
 
     def run(self) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agentgym.store import normalise_url
+
 TOKEN = re.compile(r"\[soak (ep-\d+-\d+)\]")
 #: the infra failure kind each env fault must produce (from the ProcessEnv error text)
 EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
@@ -36,8 +38,7 @@ def infra_kind(error: str | None) -> str:
 
 def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
     """(id, status, failure, error, token) of every stored episode of the run."""
-    url = store if "://" in store else f"sqlite:///{store}"
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    engine = sa.create_engine(normalise_url(store))
     query = sa.text('SELECT e.id, e.status, e.failure, e.error, t.observation FROM episodes e LEFT JOIN turns t '
                     'ON t.episode_id = e.id AND t."index" = 0 WHERE e.run_id = :run')
     try:
