@@ -11,8 +11,11 @@ what the model will see during RL.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,6 +24,7 @@ from agentgym.trainer.packing import collate, episode_to_sample
 
 from agentgym.collector.collector import Collector
 from agentgym.collector.config import Task
+from agentgym.policy.checkpoints import RUN_CONFIG
 from agentgym.policy.scripted import ScriptedBackend
 from agentgym.trajectory import Episode
 
@@ -94,3 +98,38 @@ def warm_start(model: Any, tokenizer: Any, env_id: str, env_kwargs: dict[str, An
     stats = sft(model, fitting, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0)
     stats.too_long, stats.longest = len(demos) - len(fitting), longest
     return stats
+
+
+def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
+    """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured.
+
+    The warm start uses the run's turn limit (longer demonstrations are left out, with a warning), is saved as
+    ``checkpoints/sft/policy``, and becomes the KL reference.
+    """
+    (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
+    if not cfg.sft_steps:
+        return
+    sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes],
+                     steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, packed=p.packed)
+    log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
+                      f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
+    save_sft_policy(cfg.run_dir, p.model, p.tokenizer)
+    if sft.too_long:
+        log.console.print(f"[yellow]warning[/]: {sft.too_long} solver demonstrations need more than "
+                          f"max_turns={cfg.max_turns} turns (longest {sft.longest}); they were left out of "
+                          "the warm start, and RL cannot finish such tasks: raise max_turns, or leave it "
+                          "null to use the env's own limit")
+    if p.updater.reference is not None:  # the reference is the policy after the warm start
+        p.updater.reference.load_state_dict(p.model.state_dict())
+
+
+def save_sft_policy(run_dir: Path, model: Any, tokenizer: Any) -> Path:
+    """The model right after the SFT warm start, as ``checkpoints/sft/policy`` (``hf:RUN@sft``)."""
+    final = run_dir / "checkpoints" / "sft"
+    tmp = final.with_name(f".tmp-sft-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp / "policy")
+    tokenizer.save_pretrained(tmp / "policy")
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final

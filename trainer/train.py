@@ -11,10 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-from pathlib import Path
-from typing import Any
 
 import torch
 from agentgym.trainer.components import build_components
@@ -23,13 +19,12 @@ from agentgym.trainer.distributed.group import launched_world
 from agentgym.trainer.loops import RunResult, async_loop, restore_extra, seed_everything, sync_loop
 from agentgym.trainer.parts import Components
 from agentgym.trainer.run_log import RunLog
-from agentgym.trainer.sft import warm_start
+from agentgym.trainer.sft import start_fresh
 from rich.console import Console
 
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
 from agentgym.env_facts import EnvFacts, resolve_run_env
-from agentgym.policy.checkpoints import RUN_CONFIG
 from agentgym.store import TrajectoryStore
 
 
@@ -85,24 +80,10 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
         log.truncate_after(start)
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
     else:
-        (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
         store.log_run(cfg.name, {**cfg.model_dump(), "env_id": facts.env_id, "env_turn_limit": facts.turn_limit,
                                  "split_sizes": {k: len(v) for k, v in facts.splits.items()},
                                  "train_task_count": len(c.train_tasks), "held_out_tasks": c.eval_tasks})
-        if cfg.sft_steps:
-            sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
-                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed,
-                             packed=p.packed)
-            log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
-                              f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
-            save_sft_policy(cfg.run_dir, p.model, p.tokenizer)
-            if sft.too_long:
-                log.console.print(f"[yellow]warning[/]: {sft.too_long} solver demonstrations need more than "
-                                  f"max_turns={cfg.max_turns} turns (longest {sft.longest}); they were left out of "
-                                  "the warm start, and RL cannot finish such tasks: raise max_turns, or leave it "
-                                  "null to use the env's own limit")
-            if p.updater.reference is not None:  # the reference is the policy after the warm start
-                p.updater.reference.load_state_dict(p.model.state_dict())
+        start_fresh(cfg, p, c.train_tasks, log)
     loop = sync_loop if cfg.mode == "sync" else async_loop
     try:
         result = asyncio.run(loop(cfg, c, log, ckpt, start, version))
@@ -110,15 +91,3 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
         log.close()
         asyncio.run(c.aclose())
     return result
-
-
-def save_sft_policy(run_dir: Path, model: Any, tokenizer: Any) -> Path:
-    """The model right after the SFT warm start, as ``checkpoints/sft/policy`` (``hf:RUN@sft``)."""
-    final = run_dir / "checkpoints" / "sft"
-    tmp = final.with_name(f".tmp-sft-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp / "policy")
-    tokenizer.save_pretrained(tmp / "policy")
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return final

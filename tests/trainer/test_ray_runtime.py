@@ -78,7 +78,7 @@ def stored_episodes(run_dir: Path, run_id: str) -> list[Any]:
 @pytest.mark.ray
 @needs_netns
 def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(tmp_path):
-    summary = run_on_local_ray(tmp_path, {"mode": "async", "updates": 3, "checkpoint_every": 0},
+    summary = run_on_local_ray(tmp_path, {"mode": "async", "updates": 3, "checkpoint_every": 0, "keep_turns": 1},
                                "--rollout-workers", "2", "--env-workers", "1")
     assert (summary["updates"], summary["policy_version"], summary["stopped_by"]) == (3, 3, "updates")
 
@@ -87,6 +87,7 @@ def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(
     assert [r["update"] for r in rows] == [1, 2, 3]
     assert [r["policy_version"] for r in rows] == [1, 2, 3]
     assert all(r["staleness_max"] <= 1 for r in rows)  # the bound, enforced by the data manager actor
+    assert sum(r.get("windowed_turns", 0) for r in rows) > 0  # rollout workers keep the run's context window
 
     ledger = read_jsonl(run_dir / "trained.jsonl")
     trained = [i for entry in ledger for i in entry["episode_ids"]]
@@ -100,6 +101,7 @@ def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(
     assert all(e.env_id == "Maze-v0" for e in episodes.values())
     assert all(t.state_fingerprint for e in episodes.values() for t in e.turns)  # from the env worker
     assert (run_dir / "checkpoints" / "latest").exists()
+    assert json.loads((run_dir / "run_config.json").read_text())["keep_turns"] == 1  # hf:RUN@latest reads it
 
 
 @pytest.mark.ray

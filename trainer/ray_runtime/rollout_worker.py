@@ -39,7 +39,13 @@ class RolloutWorker:
     def __init__(self, cfg: TrainConfig, index: int, data_manager: Any, env_workers: list[Any]):
         import torch
         from agentgym.trainer.collection import RolloutDriver
-        from agentgym.trainer.components import build_backend, env_source, model_spec, split_tasks
+        from agentgym.trainer.components import (
+            build_backend,
+            context_settings,
+            env_source,
+            model_spec,
+            split_tasks,
+        )
         from agentgym.trainer.model import build_model
 
         from agentgym.env_facts import inspect_env
@@ -63,12 +69,14 @@ class RolloutWorker:
         self.collector = Collector(env, self.backend, TrajectoryStore(cfg.store_url), tokenizer=prompts,
                                    env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns, concurrency=cfg.concurrency,
                                    sampling=sampling, run_id=cfg.name, progress=False,
-                                   record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime)
+                                   record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime,
+                                   turn_timeout_s=cfg.turn_timeout_s, **context_settings(cfg))
         self.eval_collector = Collector(env, self.backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs,
                                         max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
                                         run_id=f"{cfg.name}-eval",
                                         sampling=SamplingParams(temperature=0.0, max_new_tokens=cfg.max_new_tokens),
-                                        env_runtime=cfg.env_runtime)
+                                        env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
+                                        **context_settings(cfg))
         train_tasks, _ = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
         allocator = None
         if cfg.estimator == "trace":

@@ -166,17 +166,11 @@ class TrainerActor:
 
     # ---- start: fresh or resumed, as `trainer.train.train` does ------------------------------
     def _fresh(self, log: Any) -> tuple[int, int]:
-        from agentgym.trainer.sft import warm_start
+        from agentgym.trainer.sft import start_fresh
 
-        cfg, c, p = self.cfg, self.parts, self.parts.policy
+        cfg, c = self.cfg, self.parts
         self.store.log_run(cfg.name, cfg.model_dump())
-        if cfg.sft_steps:
-            sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, c.train_tasks[:cfg.sft_episodes],
-                             steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=None, seed=cfg.seed, packed=p.packed)
-            log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
-                              f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
-            if p.updater.reference is not None:  # the reference is the policy after the warm start
-                p.updater.reference.load_state_dict(p.model.state_dict())
+        start_fresh(cfg, c.policy, c.train_tasks, log)
         return 0, 0
 
     def _resume(self, ckpt: Any, latest: Any, log: Any) -> tuple[int, int]:
