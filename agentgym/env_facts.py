@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, RegistrationError, UnknownEnvError
 from agentgym.splits import SPLITS, task_ids
 
@@ -65,12 +66,15 @@ def inspect_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvFac
 def _longest_actions(env: Any, tasks: list[str]) -> tuple[str, ...]:
     """The longest texts of `valid_actions()` right after a few resets (empty when the env has none)."""
     inner = env.unwrapped
-    if not callable(getattr(inner, "valid_actions", None)):
-        return ()
+    if getattr(type(inner), "valid_actions", AgentEnv.valid_actions) is AgentEnv.valid_actions:
+        return ()  # no finite action set: nothing to reset for (resets can start containers or browsers)
     seen: set[str] = set()
     for i, task in enumerate(tasks[:_VOCAB_PROBES] or [None]):
         env.reset(seed=i, options={"task_id": task} if task is not None else None)
-        seen.update(inner.valid_actions() or ())
+        actions = inner.valid_actions()
+        if actions is None:
+            break
+        seen.update(actions)
     return tuple(sorted(seen, key=len, reverse=True)[:8])
 
 
