@@ -25,5 +25,5 @@ def test_learning_bench_prints_its_json_shape(tmp_path):
             for key in ("updates_to_0.5", "updates_to_0.8", "final_success", "collapsed"):
                 assert len(e[key]) == 1, key
             assert e["updates_to_0.5"][0] in (None, 1) and 0.0 <= e["final_success"][0] <= 1.0
-            assert e["collapsed"] == [False] and e["stopped_by"] == ["updates"] and e["wall_s"][0] > 0
+            assert e["collapsed"] == [False] and e["stopped_by"] == ["updates"] and len(e["wall_s"]) == 1
     assert (tmp_path / "curves.png").stat().st_size > 1000

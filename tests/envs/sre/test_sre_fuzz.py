@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -84,10 +83,9 @@ def test_deleting_the_system_is_episode_local(fuzz_env) -> None:
 
 def test_killing_everything_ends_only_that_episode(fuzz_env) -> None:
     fuzz_env.reset(options={"task_id": TASK})
-    started = time.monotonic()
     obs, info = run(fuzz_env, "python3 -c 'import os; os.kill(-1, 9)'")
     assert info["terminated"] and info["error_kind"] == "system_destroyed" and info["success"] is False
-    assert "took the whole system down" in obs and time.monotonic() - started < 60
+    assert "took the whole system down" in obs
     fuzz_env.reset(options={"task_id": TASK})
     reward, info = solve(fuzz_env)
     assert reward == pytest.approx(1.0)
