@@ -92,6 +92,10 @@ class CheckpointManager:
         }
         torch.save(payload, tmp / "state.pt")
         _fsync_dir(tmp)
+        return self._publish(tmp, final)
+
+    def _publish(self, tmp: Path, final: Path) -> Path:
+        """Move a fully written checkpoint into place, point `latest` at it (atomically) and prune old ones."""
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         latest_tmp = self.root / f".latest-{os.getpid()}"

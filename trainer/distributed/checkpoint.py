@@ -51,13 +51,7 @@ class ShardedCheckpointManager(CheckpointManager):
                    "policy_version": state.policy_version, "cursor": state.cursor, "extra": state.extra,
                    "world_size": self.group.world_size, "strategy": self.strategy.name}
         torch.save(payload, tmp / "state.pt")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        latest_tmp = self.root / f".latest-{os.getpid()}"
-        latest_tmp.write_text(final.name)
-        os.replace(latest_tmp, self.root / "latest")
-        self._prune()
-        return final
+        return self._publish(tmp, final)
 
     def latest(self) -> Path | None:
         path = super().latest()
