@@ -43,7 +43,7 @@ def test_solver_solves_every_sampled_task_within_its_range_and_limit(difficulty)
 
 def goal_greedy(messages, env):
     """Head straight for the goal, ignoring the key: the early mistake of this env."""
-    layout, ((r, c), _) = env.unwrapped._layout, env.unwrapped._state
+    layout, ((r, c), _) = env.unwrapped._world, env.unwrapped._state
     gr, gc = layout.goal
     options = (["down"] if gr > r else ["up"] if gr < r else []) + (["right"] if gc > c else ["left"])
     return options[0] if options else "right"
@@ -56,7 +56,7 @@ def test_skipping_the_key_is_punished_only_at_the_end():
         assert ep.total_reward == 0.0 and ep.status == "truncated" and ep.num_turns == 24
         assert all(t.reward == 0.0 for t in ep.turns)  # no signal until the turn limit
     env.reset(options={"task_id": "easy-0"})
-    layout = env.unwrapped._layout
+    layout = env.unwrapped._world
     assert not layout.passable(layout.door, has_key=False) and layout.passable(layout.door, has_key=True)
 
 
