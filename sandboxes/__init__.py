@@ -10,11 +10,12 @@
         sb.exec(["python3", "-c", "print(1)"])
 
 Backends: "docker" (the real isolation), "local" (bubblewrap, weaker; see
-sandboxes/README.md) and "auto". Importing this package imports neither the
+sandboxes/README.md), "inline" (slots of an env server's own family
+container, see sandboxes/inline.py) and "auto". Importing this package imports neither the
 Docker SDK nor anything outside the standard library.
 """
 
-from agentgym.sandboxes.backends import open
+from agentgym.sandboxes.backends import default_backend, open
 from agentgym.sandboxes.errors import (
     AgentError,
     BackendUnavailable,
@@ -42,5 +43,6 @@ __all__ = [
     "SandboxClosed",
     "SandboxError",
     "Snapshot",
+    "default_backend",
     "open",
 ]

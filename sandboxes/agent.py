@@ -81,8 +81,47 @@ def oom_kill_count():
     return None
 
 
+SCOPE = {"uid": None}  # set from the config: the inline backend's agent kills only its own uid's processes
+
+
+def mine(pid):
+    """True when `pid` is in this sandbox: any process, or with kill_scope "uid" one of this agent's uid."""
+    if SCOPE["uid"] is None:
+        return True
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == SCOPE["uid"]
+    except OSError:
+        return False
+
+
 def kill_others():
     """SIGKILL every process of the sandbox except this agent and its ancestors."""
+    if SCOPE["uid"] is not None:  # the inline backend: kill(-1) reaches exactly this uid's other processes
+        keep = {os.getpid()}
+    else:
+        keep = ancestors()
+    if keep == {os.getpid(), 1} or SCOPE["uid"] is not None:  # only init above us (or only our uid reachable):
+        try:  # kill(-1) reaches every other process at once, and the kernel lets no fork slip past it
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    # Freeze, then kill, until a pass finds nothing: a stopped process cannot fork, so a fork bomb cannot
+    # refill the pid slots a kill-only pass frees.
+    for _ in range(50):
+        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                  if pid not in keep and mine(pid) and alive(pid)]
+        if not others:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in others:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+
+
+def ancestors():
+    """This agent's pid, its ancestors' and init's."""
     keep = {os.getpid()}
     pid = os.getpid()
     while pid > 1:
@@ -93,23 +132,7 @@ def kill_others():
             break
         keep.add(pid)
     keep.add(1)
-    if keep == {os.getpid(), 1}:  # only init above us: kill(-1) reaches every other process at once,
-        try:  # and the kernel lets no fork slip past it
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-    # Freeze, then kill, until a pass finds nothing: a stopped process cannot fork, so a fork bomb cannot
-    # refill the pid slots a kill-only pass frees.
-    for _ in range(50):
-        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in keep and alive(pid)]
-        if not others:
-            break
-        for sig in (signal.SIGSTOP, signal.SIGKILL):
-            for pid in others:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
+    return keep
 
 
 def alive(pid):
@@ -288,24 +311,60 @@ def set_mtimes(mtimes):
 
 def wipe(top):
     for name in os.listdir(top):
-        full = os.path.join(top, name)
-        if os.path.isdir(full) and not os.path.islink(full):
-            for root, dirs, _ in os.walk(full):  # make read-only dirs removable
-                for d in dirs:
-                    try:
-                        os.chmod(os.path.join(root, d), 0o700)
-                    except OSError:
-                        pass
-            os.chmod(full, 0o700)
-            shutil.rmtree(full)
-        else:
-            os.unlink(full)
+        wipe_entry(os.path.join(top, name))
+
+
+def wipe_entry(full):
+    if os.path.isdir(full) and not os.path.islink(full):
+        for root, dirs, _ in os.walk(full):  # make read-only dirs removable
+            for d in dirs:
+                try:
+                    os.chmod(os.path.join(root, d), 0o700)
+                except OSError:
+                    pass
+        os.chmod(full, 0o700)
+        shutil.rmtree(full)
+    else:
+        os.unlink(full)
+
+
+def scrub(cfg):
+    """Remove what this uid left in shared scratch dirs (the inline backend's /tmp and /dev/shm)."""
+    for top in cfg.get("scrub") or ():
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            full = os.path.join(top, name)
+            try:
+                if os.lstat(full).st_uid == os.getuid():
+                    wipe_entry(full)
+            except OSError:
+                pass
+
+
+def clean(cfg):
+    """The inline backend's cleaner (run as a slot's uid): kill the uid's processes, empty its dirs, exit."""
+    kill_others()
+    for top in cfg["writable"]:
+        try:
+            os.chmod(top, 0o700)
+            for name in os.listdir(top):
+                try:
+                    wipe_entry(os.path.join(top, name))
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    scrub(cfg)
 
 
 def op_restore(req, cfg):
     kill_others()
     for top in cfg["writable"]:
         wipe(top)
+    scrub(cfg)
     if req.get("tar"):
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["tar"])), mode="r") as tar:
             for member in tar.getmembers():
@@ -339,6 +398,11 @@ def arm_lifetime(cfg):
 
 def main():
     cfg = json.loads(sys.argv[-1])
+    if cfg.get("kill_scope") == "uid":
+        SCOPE["uid"] = os.getuid()
+    if cfg.get("clean_only"):
+        clean(cfg)
+        return
     signal.signal(signal.SIGALRM, on_lifetime_end)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     arm_lifetime(cfg)

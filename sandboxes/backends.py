@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Literal
 
 from agentgym.sandboxes.errors import BackendUnavailable
@@ -12,8 +13,18 @@ from agentgym.sandboxes.sandbox import Sandbox
 
 log = logging.getLogger("sandboxes")
 
-Backend = Literal["docker", "local", "auto"]
-BACKENDS = ("docker", "local", "auto")
+Backend = Literal["docker", "local", "inline", "auto"]
+BACKENDS = ("docker", "local", "inline", "auto")
+#: A family image (docker/code/) sets this to "inline": its env server is inside the container already.
+BACKEND_ENV = "AGENTGYM_SANDBOX_BACKEND"
+
+
+def default_backend(fallback: str = "docker") -> str:
+    """The backend an env uses when none is given: $AGENTGYM_SANDBOX_BACKEND, else `fallback`."""
+    chosen = os.environ.get(BACKEND_ENV) or fallback
+    if chosen not in BACKENDS:
+        raise ValueError(f"{BACKEND_ENV}={chosen!r} is unknown; choose one of {', '.join(BACKENDS)}")
+    return chosen
 
 
 def choose_backend(backend: str = "auto") -> str:
@@ -52,6 +63,9 @@ def open(  # noqa: A001 - the public name is sandboxes.open
 
     `backend="auto"` uses Docker when an engine answers and bubblewrap
     otherwise; the choice is logged and kept in `Sandbox.backend`.
+    `backend="inline"` is for an env server inside its family container
+    (`sandboxes.inline`): commands run under a slot uid of that container and
+    `Sandbox.workdir` is the slot's workspace, not `workdir`.
     `network=True` is the only way to give a sandbox a network and must be
     asked for explicitly. `workdir` becomes a size-limited tmpfs.
     `privileges=Privileges.container_root()` runs the agent as root inside the
@@ -62,6 +76,13 @@ def open(  # noqa: A001 - the public name is sandboxes.open
     if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/usr", "/etc", "/proc", "/dev", "/sys"):
         raise ValueError(f"workdir={workdir!r} must be an absolute path to a fresh directory such as /work")
     chosen = choose_backend(backend)
+    if chosen == "inline":
+        if privileges is not None and not privileges.is_default:
+            raise BackendUnavailable(f"privileges={privileges} need the Docker backend; inline sandboxes run "
+                                     "as their slot's unprivileged uid")
+        from agentgym.sandboxes.inline import open_inline
+
+        return open_inline(image, limits=limits, network=network, workdir=workdir)
     if chosen == "docker":
         from agentgym.sandboxes.docker import open_docker
 

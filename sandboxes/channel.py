@@ -12,6 +12,7 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +34,25 @@ BOOTSTRAP = (
 def agent_command(python: str, config: dict[str, Any]) -> list[str]:
     """argv that starts the agent; send AGENT_SOURCE on its stdin right after it starts."""
     return [python, "-I", "-S", "-c", BOOTSTRAP, str(len(AGENT_SOURCE)), json.dumps(config)]
+
+
+def popen_pipes(proc: subprocess.Popen[bytes]) -> Pipes:
+    """The agent's pipes of a just-started local agent process, with its source already sent."""
+    assert proc.stdin is not None and proc.stdout is not None
+    pipes = Pipes(os.dup(proc.stdin.fileno()), os.dup(proc.stdout.fileno()))
+    proc.stdin.close()
+    proc.stdout.close()
+    pipes.send(AGENT_SOURCE)
+    return pipes
+
+
+def process_death_report(proc: subprocess.Popen[bytes], what: str) -> tuple[bool, str]:
+    """A `Handle.death_report` for a local agent process: `what` (e.g. "bwrap process 42") and how it ended."""
+    code = proc.poll()
+    if code is None:
+        return False, f"{what} is still running but its agent does not answer"
+    how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+    return False, f"{what} ended ({how})"
 
 
 class ChannelClosed(Exception):

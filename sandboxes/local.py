@@ -20,7 +20,7 @@ import subprocess
 import sys
 import uuid
 
-from agentgym.sandboxes.channel import AGENT_SOURCE, Channel, Pipes, agent_command
+from agentgym.sandboxes.channel import Channel, agent_command, popen_pipes, process_death_report
 from agentgym.sandboxes.errors import BackendUnavailable
 from agentgym.sandboxes.limits import Limits
 from agentgym.sandboxes.sandbox import Sandbox, agent_config
@@ -91,11 +91,7 @@ class LocalHandle:
         self.proc.wait()
 
     def death_report(self) -> tuple[bool, str]:
-        code = self.proc.poll()
-        if code is None:
-            return False, f"bwrap process {self.proc.pid} is still running but its agent does not answer"
-        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
-        return False, f"bwrap process {self.proc.pid} ended ({how})"
+        return process_death_report(self.proc, f"bwrap process {self.proc.pid}")
 
 
 def open_local(image: str, *, limits: Limits, network: bool, workdir: str) -> Sandbox:
@@ -119,13 +115,8 @@ def open_local(image: str, *, limits: Limits, network: bool, workdir: str) -> Sa
         close_fds=True,
         **_run_as_nobody(),
     )
-    assert proc.stdin is not None and proc.stdout is not None
-    pipes = Pipes(os.dup(proc.stdin.fileno()), os.dup(proc.stdout.fileno()))
-    proc.stdin.close()
-    proc.stdout.close()
-    pipes.send(AGENT_SOURCE)
     sandbox = Sandbox(
-        channel=Channel(pipes),
+        channel=Channel(popen_pipes(proc)),
         handle=LocalHandle(proc),
         image=image,
         backend="local",

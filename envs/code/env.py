@@ -111,7 +111,7 @@ class CodeEnv(AgentEnv):
                  max_turns: int = 12, run_timeout_s: float = 10.0, test_timeout_s: float = 5.0,
                  max_obs_chars: int = 4000, max_action_chars: int = 200_000, pool_size: int = 16,
                  grader_pool_size: int = 4, acquire_timeout_s: float = 300.0, image: str = sandboxes.BASE_IMAGE,
-                 backend: str = "docker", memory_mb: int = 256, disk_mb: int = 64, cpus: float = 1.0,
+                 backend: str | None = None, memory_mb: int = 256, disk_mb: int = 64, cpus: float = 1.0,
                  pids: int = 128, solver_runs_tests: bool = True, render_mode: str | None = None):
         super().__init__(render_mode=render_mode)
         if difficulty is not None and difficulty not in DIFFICULTIES:
@@ -133,6 +133,13 @@ class CodeEnv(AgentEnv):
                             output_bytes=256 * 1024)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            backend = backend or sandboxes.default_backend("docker")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        if backend == "inline":  # each session's workspace is a slot of the env's own container, not /work
+            self.system_prompt = SYSTEM_PROMPT.replace("Your workspace is /work.",
+                                                       "Your workspace is the current directory.")
         self._workspace_key = pools.PoolKey(image, limits, backend, "workspace")
         self._grader_key = pools.PoolKey(image, limits, backend, "grader")
         self.task_set, self.max_turns = task_set, max_turns
@@ -269,7 +276,7 @@ class CodeEnv(AgentEnv):
         elif not task.visible:
             return "This task has no visible tests; test your code with run(command)."
         else:
-            suites = [Suite("visible", task.visible, setup=task.setup)]
+            suites = [Suite("visible", task.visible, directory=sandbox.workdir, setup=task.setup)]
             reports, result = run_suites(sandbox, suites, timeout_s=self.test_timeout_s,
                                          output_chars=self.max_obs_chars)
             if _out_of_processes(result):  # a runaway left by an earlier command: clear it, try again
@@ -324,7 +331,7 @@ class CodeEnv(AgentEnv):
                 report, _ = run_command(grader, "hidden", task.hidden_command or "true",
                                         timeout_s=self.test_timeout_s * 12, output_chars=self.max_obs_chars)
                 return report
-            reports, _ = run_suites(grader, [Suite("hidden", task.hidden, setup=task.setup)],
+            reports, _ = run_suites(grader, [Suite("hidden", task.hidden, directory=grader.workdir, setup=task.setup)],
                                     timeout_s=self.test_timeout_s, output_chars=self.max_obs_chars)
             return reports["hidden"]
         finally:
@@ -363,7 +370,8 @@ class CodeEnv(AgentEnv):
 
     def _opening(self, task: CodeTask, files: dict[str, str]) -> str:
         listing = "\n".join(f"  {p}" for p in sorted(files))
-        parts = [f"Task {task.id} ({task.difficulty}):\n\n{task.statement}", f"Files in /work:\n{listing}"]
+        where = "/work" if self._workspace_key.backend != "inline" else "your workspace (the current directory)"
+        parts = [f"Task {task.id} ({task.difficulty}):\n\n{task.statement}", f"Files in {where}:\n{listing}"]
         if task.is_repo:
             parts.append(f"Visible tests: run_tests() runs `{task.visible_command}`.")
         elif task.visible:
