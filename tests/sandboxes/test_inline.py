@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -76,6 +77,9 @@ def test_fork_bomb_is_held_by_the_uid_process_limit_and_cleared_on_close(slots) 
     assert result.timed_out or result.sandbox_died
     sb.close()
     assert uid_processes(uid) == []
+    deadline = time.monotonic() + 30  # zombies still count against the uid's process limit until init reaps them
+    while subprocess.run(["pgrep", "-u", str(uid)], capture_output=True).returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def test_limits_apply_to_commands(slots) -> None:
