@@ -42,12 +42,16 @@ from agentgym.store_schema import (
     turn_row,
     turns_table,
 )
-from agentgym.trajectory import Episode
+from agentgym.trajectory import Episode, EpisodeStatus, Failure
 
 if TYPE_CHECKING:
     from agentgym.credit.record import TurnCredit
 
-__all__ = ["SCHEMA_VERSION", "EpisodeFilter", "TrajectoryStore", "episodes_table", "export_record", "meta_table",
+#: the reasons `end_in_flight` stores (infra failures: the data manager retries them, they are never trained)
+IN_FLIGHT_AT_RESUME = "in flight when the trainer stopped (killed); ended on resume"
+IN_FLIGHT_AT_END = "in flight when the run ended; collection stopped"
+
+__all__ = ["IN_FLIGHT_AT_END", "IN_FLIGHT_AT_RESUME", "SCHEMA_VERSION", "EpisodeFilter", "TrajectoryStore", "episodes_table", "export_record", "meta_table",
            "metadata", "metrics_table", "normalise_url", "runs_table", "turn_credit_table", "turns_table"]
 
 
@@ -236,6 +240,15 @@ class TrajectoryStore:
             if turn_rows:
                 conn.execute(sa.insert(turns_table), turn_rows)
         return len(episodes)
+
+    def end_in_flight(self, run_id: str, reason: str) -> int:
+        """End every episode of `run_id` still stored as in flight (its collector stopped or died before it ended)
+        as ``error`` / ``infra`` with `reason`; returns how many. Run by a trainer on resume and when it stops."""
+        partial = [e for e in self.iter_episodes(run_id=run_id, status="partial") if e.metadata.get("in_flight")]
+        for episode in partial:
+            episode.metadata.pop("in_flight")
+            episode.end(EpisodeStatus.ERROR, reason, Failure.INFRA)
+        return self.put_many(partial)
 
     def put_credit(self, records: Iterable[TurnCredit]) -> int:
         """Write what training computed per turn (replacing earlier records of the same turns), and set

@@ -1,7 +1,8 @@
 """The soak's accounting: the env's start and fault logs (ground truth) joined with the store and the ledger.
 
 Every episode the soak env starts names itself (``[soak ep-PID-N]``) at the end of its first observation,
-which the store keeps as turn 0's observation, so each start can be matched with its stored episode.
+which the store keeps as turn 0's observation (and, for an episode stored in flight or ended without a turn, as
+``metadata["reset_observation"]``), so each start can be matched with its stored episode.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentgym.store import normalise_url
+from agentgym.store import IN_FLIGHT_AT_END, IN_FLIGHT_AT_RESUME, normalise_url
 
 TOKEN = re.compile(r"\[soak (ep-\d+-\d+)\]")
 #: the infra failure kind each env fault must produce (from the ProcessEnv error text)
 EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
+#: infra failures of episodes in flight when the trainer was killed (ended on resume) or when the run ended
+TRAINER_STOPPED, RUN_ENDED = "trainer_stopped", "run_ended"
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -29,6 +32,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def infra_kind(error: str | None) -> str:
     text = error or ""
+    if text == IN_FLIGHT_AT_RESUME:
+        return TRAINER_STOPPED
+    if text == IN_FLIGHT_AT_END:
+        return RUN_ENDED
     if "did not answer" in text:
         return "env_timeout"
     if "died during" in text:
@@ -39,8 +46,8 @@ def infra_kind(error: str | None) -> str:
 def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
     """(id, status, failure, error, token) of every stored episode of the run."""
     engine = sa.create_engine(normalise_url(store))
-    query = sa.text('SELECT e.id, e.status, e.failure, e.error, t.observation FROM episodes e LEFT JOIN turns t '
-                    'ON t.episode_id = e.id AND t."index" = 0 WHERE e.run_id = :run')
+    query = sa.text('SELECT e.id, e.status, e.failure, e.error, t.observation, e.metadata FROM episodes e '
+                    'LEFT JOIN turns t ON t.episode_id = e.id AND t."index" = 0 WHERE e.run_id = :run')
     try:
         with engine.connect() as conn:
             rows = conn.execute(query, {"run": run_id}).all()
@@ -49,8 +56,9 @@ def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
     finally:
         engine.dispose()
     episodes = []
-    for ep_id, status, failure, error, observation in rows:
-        match = TOKEN.search(observation or "")
+    for ep_id, status, failure, error, observation, meta in rows:
+        meta = json.loads(meta) if isinstance(meta, str) else meta or {}
+        match = TOKEN.search(observation or meta.get("reset_observation") or "")
         episodes.append({"id": ep_id, "status": status, "failure": failure, "error": error,
                          "token": match.group(1) if match else None})
     trained_by_credit = {ep_id for ep_id, dropped in credit if not dropped}
@@ -69,35 +77,47 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
     infra = [ep for ep in episodes if ep["failure"] == "infra"]
     result: dict[str, Any] = {
         "episodes": {"started": len(starts), "stored": len(episodes),
-                     "by_status": dict(Counter(f"{e['status']}/{e['failure'] or '-'}" for e in episodes))},
+                     "by_status": dict(Counter(f"{e['status']}/{e['failure'] or '-'}" for e in episodes)),
+                     "not_terminal": sum(e["status"] == "partial" for e in episodes)},
         "faults_injected": dict(Counter(f["kind"] for f in faults)),
         "infra_failures": dict(Counter(infra_kind(e["error"]) for e in infra)),
         "duplicated": sum(len(v) - 1 for k, v in by_token.items() if k) + len(episodes) - len({e["id"] for e in episodes}),
         "unnamed_episodes": len(by_token.get(None, [])),
     }
-    result.update(fault_match(faults, by_token, infra))
+    result.update(fault_match(faults, by_token, infra, {s["token"]: s["time"] for s in starts}))
     result.update(lost_and_in_flight(starts, faults, by_token, run["segments"], turn_timeout_s))
     result["infra_trained"] = infra_trained(work / "runs" / run_id / "trained.jsonl", infra, trained_by_credit)
     result["updates"] = update_accounting(work / "runs" / run_id, run["resumes"])
     return result
 
 
-def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each env fault whose episode is stored must have made it the matching infra failure, and vice versa."""
+def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[str, Any]],
+                start_time: dict[str, float]) -> dict[str, Any]:
+    """Each infra failure must be explained by one fault, and each env fault whose episode is stored must have
+    made it an infra failure:
+
+    - ``env_worker_died`` / ``env_timeout``: the env fault logged with the episode's token, of the matching kind;
+    - ``trainer_stopped``: a ``trainer_kill`` after the episode started (it was in flight at the kill, so an env
+      fault it met just before is pre-empted by the kill: not a mismatch);
+    - ``run_ended``: no fault: in flight when the last trainer segment finished (reported, never a fault hit).
+    """
+    kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
+    env_faults = {f["token"]: f for f in faults if f["kind"] in EXPECTED}
     hit: Counter[str] = Counter()
     mismatches = []
-    fault_tokens = set()
-    for fault in faults:
-        if fault["kind"] not in EXPECTED:
-            continue
-        fault_tokens.add(fault["token"])
+    for fault in env_faults.values():
         for ep in by_token.get(fault["token"], []):
-            hit[fault["kind"]] += 1
-            if ep["failure"] != "infra" or infra_kind(ep["error"]) != EXPECTED[fault["kind"]]:
+            kind = infra_kind(ep["error"]) if ep["failure"] == "infra" else None
+            if kind == EXPECTED[fault["kind"]]:
+                hit[fault["kind"]] += 1
+            elif kind != TRAINER_STOPPED:
                 mismatches.append({"fault": fault, "episode": ep["id"], "status": ep["status"],
                                    "failure": ep["failure"], "error": (ep["error"] or "")[:200]})
     for ep in infra:
-        if ep["token"] not in fault_tokens:
+        kind = infra_kind(ep["error"])
+        if kind == TRAINER_STOPPED and any(k >= start_time.get(ep["token"], float("inf")) for k in kills):
+            hit["trainer_kill"] += 1
+        elif not (kind == RUN_ENDED or (kind in EXPECTED.values() and ep["token"] in env_faults)):
             mismatches.append({"fault": None, "episode": ep["id"], "error": (ep["error"] or "")[:200]})
     return {"faults_hit_stored_episodes": dict(hit), "fault_mismatches": len(mismatches),
             "fault_mismatch_examples": mismatches[:5]}
@@ -108,10 +128,12 @@ def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]
     """Unstored starts, classified. An episode provably ended when its worker started another later, or its fault
     came long enough (turn timeout + 30 s) before its trainer segment stopped for the collector to handle it.
 
-    - ``in_flight_at_stop``: still running when the trainer was SIGKILLed or stopped (never stored, by design);
-    - ``finished_unstored_at_stop``: ended, but a group-mate (same task, same segment) was still running when the
-      trainer stopped: the collector stores a group's episodes together when the group ends, so a trainer kill
-      loses the finished episodes of unfinished groups;
+    The collector stores every episode once its env has reset and again as it ends, so all of these should be 0:
+
+    - ``in_flight_at_stop``: still running when the trainer was SIGKILLed or stopped, and not even stored as in
+      flight (the kill fell between the env's reset and the collector's first write);
+    - ``finished_unstored_at_stop``: ended while a group-mate (same task, same segment) was still running when the
+      trainer stopped, and not stored;
     - ``lost``: ended, and nothing of its group was still running: it should be in the store.
     """
     later_start: dict[int, float] = {}

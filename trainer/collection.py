@@ -83,16 +83,13 @@ class RolloutDriver:
             if self.allocator is not None and group_id is None:
                 episodes = await self._tree_group(task, size)
             else:
-                episodes = (await self.collector.collect([task], group_size=size)).episodes
+                episodes = (await self.collector.collect([task], group_size=size, group_id=group_id)).episodes
         except BaseException:
             if acquired:
                 for _ in range(size):
                     self.dm.release()
             raise
-        if group_id is not None:
-            for e in episodes:
-                e.group_id = group_id
-        elif episodes:
+        if group_id is None and episodes:
             self.dm.expect_group(episodes[0].group_id, episodes[0].task_id, size)
         with self._tally_lock:
             self.tally.add(episodes, self.success_reward)
@@ -110,10 +107,7 @@ class RolloutDriver:
         for request in self.allocator.plan(tree, budget - len(tree)):
             parent = next(e for e in tree if e.id == request.episode_id)
             if request.turn == 0:
-                extra = (await self.collector.collect([task], group_size=request.k)).episodes
-                for e in extra:
-                    e.group_id = parent.group_id
-                tree += extra
+                tree += (await self.collector.collect([task], group_size=request.k, group_id=parent.group_id)).episodes
             else:
                 tree += await self.collector.branch(parent, request.turn, request.k)
         self.allocator.observe(tree)

@@ -25,7 +25,7 @@ from rich.console import Console
 from agentgym.config import TrainConfig
 from agentgym.data import Cursor
 from agentgym.env_facts import EnvFacts, resolve_run_env
-from agentgym.store import TrajectoryStore
+from agentgym.store import IN_FLIGHT_AT_END, IN_FLIGHT_AT_RESUME, TrajectoryStore
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, console: Console | None = None,
@@ -76,6 +76,7 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
         start, version = state.update, state.policy_version
         p.updater.updates_done = start
         restore_extra(c, state.extra)
+        store.end_in_flight(cfg.name, IN_FLIGHT_AT_RESUME)
         c.dm.restore(Cursor.from_dict(state.cursor), store.iter_episodes(run_id=cfg.name))
         log.truncate_after(start)
         log.console.print(f"[bold]resumed[/] {cfg.name} from {latest.name}: update {start}, policy version {version}")
@@ -90,4 +91,5 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
     finally:
         log.close()
         asyncio.run(c.aclose())
+    store.end_in_flight(cfg.name, IN_FLIGHT_AT_END)  # the episodes the stopped collection abandoned
     return result

@@ -77,9 +77,11 @@ class Collector:
 
     `env` is a registered env id (made with `env_kwargs`) or a zero-argument
     factory. `policy` is a `Backend`, or a text function (wrapped in a
-    `ScriptedBackend`). `store` (optional) receives every episode as its
-    group finishes, and partial ones at the end of each round. Keyword
-    arguments override fields of `config`.
+    `ScriptedBackend`). `store` (optional) receives every episode once its
+    env has reset (status ``partial``, ``metadata["in_flight"]``), again as
+    soon as it ends (each episode on its own, so a crash loses no finished
+    episode of an unfinished group), and partial ones at the end of each
+    round. Keyword arguments override fields of `config`.
     """
 
     def __init__(self, env: str | Callable[[], Any], policy: Backend | Callable[..., Any], store: Any = None, *,
@@ -105,10 +107,14 @@ class Collector:
 
     # ---- public API --------------------------------------------------------------
     async def collect(self, tasks: Iterable[Task | str | None], *, group_size: int = 1, max_turns: int | None = None,
-                      concurrency: int | None = None) -> CollectResult:
-        """Roll out `group_size` episodes of every task to the end."""
+                      concurrency: int | None = None, group_id: str | None = None) -> CollectResult:
+        """Roll out `group_size` episodes of every task to the end (into `group_id`: one task only, e.g. a retry
+        or extra rollouts completing an existing group)."""
         self._override(max_turns, concurrency)
-        groups = [self._new_group(_as_task(t), group_size) for t in tasks]
+        tasks = list(tasks)
+        if group_id is not None and len(tasks) != 1:
+            raise ConfigError(f"group_id joins the rollouts of one task to an existing group; got {len(tasks)} tasks")
+        groups = [self._new_group(_as_task(t), group_size, group_id) for t in tasks]
         return await self._run(groups, target=None)
 
     async def collect_round(self, tasks: Iterator[Task | str | None], *, target_groups: int, group_size: int = 1,
@@ -190,10 +196,10 @@ class Collector:
         if changes:
             self.config = dataclasses.replace(self.config, **changes)
 
-    def _new_group(self, task: Task, size: int) -> Group:
+    def _new_group(self, task: Task, size: int, group_id: str | None = None) -> Group:
         if size < 1:
             raise ConfigError(f"group_size must be >= 1, got {size}")
-        group_id = new_id()
+        group_id = group_id or new_id()
         runs = [EpisodeRun(Episode(run_id=self.config.run_id, env_id=self.env_id, task_id=task.task_id or "",
                                    seed=task.seed, group_id=group_id, policy_version=self.policy.version,
                                    metadata={"source": "online", "start_round": self.round, "rounds": [self.round]}),
@@ -216,9 +222,8 @@ class Collector:
 
         async def run_group(group: Group) -> None:
             await asyncio.gather(*(self._drive(run, slots) for run in group.runs if not run.finished))
-            if group.done:
+            if group.done:  # each episode was stored as it ended (`_drive`)
                 finished.append([r.episode for r in group.runs])
-                await self._save([r.episode for r in group.runs])
                 if target is not None and len(finished) >= target and not self._stopping:
                     self._stopping = True
                     self.policy.abort(None)
@@ -233,7 +238,7 @@ class Collector:
                 if not run.finished:
                     run.pause()
             self.buffer.append(group)
-        await self._save([r.episode for g in unfinished for r in g.runs])
+        await self._save([r.episode for g in unfinished for r in g.runs if not r.finished])  # finished: saved
         return CollectResult(groups=finished, partial=sum(not r.finished for g in unfinished for r in g.runs),
                              round=self.round, seconds=time.perf_counter() - started,
                              turns=self.counters.turns - before.turns, tokens=self.counters.tokens - before.tokens)
@@ -263,6 +268,7 @@ class Collector:
                 run.end(EpisodeStatus.ERROR, f"collector error: {describe(exc)}", Failure.INFRA)
             if run.finished:
                 self._finish(run)
+                await self._save([run.episode])
 
     async def _episode(self, run: EpisodeRun) -> None:
         """The episode loop: observe, generate, step, until the episode ends or the round stops."""
@@ -296,6 +302,9 @@ class Collector:
                                                              options=options))
         ep.task_id = str(info.get("task_id", ep.task_id))
         run.begin(observation, self.config.turns(self._env_turns).initial())
+        if self.store is not None:  # in the store from its start: a crash leaves it `partial`, to be ended on resume
+            await self._save([dataclasses.replace(ep, status=EpisodeStatus.PARTIAL, turns=[], metadata={
+                **ep.metadata, "in_flight": True, "reset_observation": observation})])
 
     def _attach(self, run: EpisodeRun, env: Any) -> EpisodeRun:
         inner = getattr(env, "unwrapped", env)

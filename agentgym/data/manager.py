@@ -330,12 +330,13 @@ class DataManager:
                     continue
                 self._known.add(episode.id)
                 self._add(episode)
+            owed = Counter(r.group_id for r in self._retries)  # infra failures among `stored` are retried already
             missing = []
             for gid, group in self._groups.items():
-                if not group.complete and group.episodes:
-                    ref = group.episodes[0]
-                    missing += [RetryRequest(gid, group.task_id or ref.task_id, ref.seed, "")] * (
-                        group.expected - len(group.episodes) - len(group.masked))
+                if not group.complete and (group.episodes or owed[gid]):
+                    ref = group.episodes[0] if group.episodes else next(r for r in self._retries if r.group_id == gid)
+                    missing += [RetryRequest(gid, group.task_id or ref.task_id, ref.seed, "")] * max(0, (
+                        group.expected - len(group.episodes) - len(group.masked) - owed[gid]))
             self._retries.extend(missing)
             self._cv.notify_all()
             return missing

@@ -232,6 +232,25 @@ def test_cursor_resume_neither_loses_nor_repeats():
     assert {e.id for e in b} <= set(fresh.cursor().dropped)
 
 
+def test_resume_retries_each_missing_rollout_once_when_in_flight_ones_were_stored_as_infra_failures():
+    """Episodes stored as they end, plus the in-flight ones ended as infra failures on resume (`end_in_flight`):
+    a group gets exactly one retry per rollout it lacks, and a group that had only in-flight rollouts is retried
+    in full; nothing infra-failed is ever trained."""
+    stopped = ep("g", 0.0, failure=Failure.INFRA)  # in flight at the kill, ended on resume
+    finished = [ep("g", 1.0), ep("g", 0.0)]  # stored as they ended, their group unfinished at the kill
+    only_in_flight = [ep("h", 0.0, failure=Failure.INFRA) for _ in range(2)]
+    fresh = DataManager(batch_groups=1, group_size=4, staleness_bound=None)
+    fresh.restore(Cursor(), finished + [stopped] + only_in_flight)
+    owed = fresh.take_retries()
+    assert sorted(r.group_id for r in owed) == ["g", "g"] + ["h"] * 4  # g: 1 failed + 1 never started
+    for i, r in enumerate(owed):
+        fresh.push(ep(r.group_id, float(i % 2)), acquired=False)
+    trained = [fresh.pull(timeout=1), fresh.pull(timeout=1)]
+    assert sorted(b.group_ids[0] for b in trained) == ["g", "h"]
+    ids = [e.id for b in trained for e in b.episodes]
+    assert len(ids) == len(set(ids)) == 8 and not {e.id for e in [stopped, *only_in_flight]} & set(ids)
+
+
 def test_a_group_takes_all_its_slots_at_once_so_producers_cannot_deadlock():
     """Two producers that each held part of a group could fill the limit and wait on each other forever."""
     dm = DataManager(batch_groups=2, group_size=4, max_in_flight=8)

@@ -82,7 +82,9 @@ def test_resume_after_sigkill_neither_repeats_nor_loses_episodes(tmp_path):
     checkpoint = latest.read_text()
     cut = int(checkpoint.split("-")[1])
     store = TrajectoryStore(run_dir / "episodes.db")
-    before = {e["id"] for e in store.summaries(run_id="killed", limit=100000)}
+    summaries = store.summaries(run_id="killed", limit=100000)
+    before = {e["id"] for e in summaries if e["status"] != "partial"}  # partial: in flight at the kill
+    in_flight = {e["id"] for e in summaries} - before
 
     done = subprocess.run([*cmd, "--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -100,3 +102,6 @@ def test_resume_after_sigkill_neither_repeats_nor_loses_episodes(tmp_path):
     assert not lost, f"{len(lost)} episodes collected before the kill were never trained"
     rows = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["update"] for r in rows] == list(range(1, 9))
+    # in flight at the kill: ended on resume as infra failures (retried, never trained); none left in flight
+    assert {e.id for e in store.episodes(run_id="killed", status="error", failure="infra")} >= in_flight
+    assert not in_flight & set(trained) and store.count(run_id="killed", status="partial") == 0

@@ -69,9 +69,10 @@ class DataManagerActor:
 
     def restore(self, cursor: dict[str, Any], store_url: str, run_id: str) -> int:
         """Resume from a checkpoint's cursor and the run's stored episodes; returns the retries owed."""
-        from agentgym.store import TrajectoryStore
+        from agentgym.store import IN_FLIGHT_AT_RESUME, TrajectoryStore
 
         store = TrajectoryStore(store_url)
+        store.end_in_flight(run_id, IN_FLIGHT_AT_RESUME)
         return len(self.dm.restore(Cursor.from_dict(cursor), store.iter_episodes(run_id=run_id)))
 
 

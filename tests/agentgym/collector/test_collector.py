@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from collector_envs import CountingEnv, FaultyEnv, say_inc
@@ -173,7 +174,6 @@ async def test_context_overflow_truncates_with_the_reason(tokenizer):
 
 
 async def test_blocking_env_steps_of_concurrent_episodes_run_in_parallel():
-    import threading
     import time
 
     state = {"now": 0, "peak": 0}
@@ -193,3 +193,39 @@ async def test_blocking_env_steps_of_concurrent_episodes_run_in_parallel():
     result = await collector.collect([Task(str(i), seed=0) for i in range(32)])
     assert len(result.episodes) == 32 and all(e.total_reward == 1.0 for e in result.episodes)
     assert 1 < state["peak"] <= 16  # blocking steps overlapped, within the concurrency limit
+
+
+async def test_each_episode_is_stored_as_it_ends_and_in_flight_ones_are_ended_after_a_stop(sqlite_url):
+    """A stopped collector loses no finished episode of an unfinished group, and leaves its in-flight ones
+    stored as in flight, which `end_in_flight` (a trainer's resume or stop) ends as infra failures."""
+    gate, made = threading.Event(), []
+
+    class GateEnv(CountingEnv):  # the second env of the group blocks in its second step until `gate` opens
+        def step(self, action: str):
+            if self is made[1] and self.value >= 1:
+                gate.wait(30)
+            return super().step(action)
+
+    def factory():
+        made.append(GateEnv(goal=2))
+        return made[-1]
+
+    store = TrajectoryStore(sqlite_url)
+    collector = Collector(factory, say_inc, store, progress=False, run_id="r1")
+    job = asyncio.create_task(collector.collect([Task("count", seed=0)], group_size=2))
+    for _ in range(500):
+        await asyncio.sleep(0.02)
+        if store.count(run_id="r1", status="complete") == 1 and store.count(run_id="r1", status="partial") == 1:
+            break
+    [running] = store.episodes(run_id="r1", status="partial")
+    assert running.metadata["in_flight"] and running.metadata["reset_observation"] == "value 0"
+    job.cancel()  # the trainer stops while the group is unfinished
+    await asyncio.gather(job, return_exceptions=True)
+    gate.set()
+    assert store.end_in_flight("r1", "in flight when the trainer stopped") == 1
+    ended = store.get(running.id)
+    assert (ended.status, ended.failure, ended.error) == (EpisodeStatus.ERROR, Failure.INFRA,
+                                                          "in flight when the trainer stopped")
+    assert "in_flight" not in ended.metadata and store.count(run_id="r1") == 2
+    assert store.end_in_flight("r1", "again") == 0
+    await collector.aclose()
