@@ -71,12 +71,9 @@ def env_source(cfg: TrainConfig) -> Any:
 
 def context_settings(cfg: TrainConfig) -> dict[str, Any]:
     """Collector settings of the run's long-horizon context: the same window in training and its eval."""
-    from agentgym.collector.window import ContextWindow
+    from agentgym.collector.window import context_settings as settings
 
-    out: dict[str, Any] = {"episode_token_budget": cfg.episode_token_budget}
-    if cfg.keep_turns is not None or cfg.max_prompt_tokens is not None:
-        out["context_window"] = ContextWindow(keep_turns=cfg.keep_turns, max_prompt_tokens=cfg.max_prompt_tokens)
-    return out
+    return settings(cfg.keep_turns, cfg.max_prompt_tokens, cfg.episode_token_budget)
 
 
 def split_tasks(cfg: TrainConfig, facts: EnvFacts) -> tuple[list[str], list[str]]:

@@ -19,18 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from agentgym.cli.common import console, err_console, fail, guarded, open_store, parse_json_option, print_json
-from agentgym.cli.policy_options import (
-    CHAT_TOOLS,
-    EPISODE_TOKEN_BUDGET,
-    KEEP_TURNS,
-    MAX_NEW_TOKENS,
-    MAX_PROMPT_TOKENS,
-    POLICY_HELP,
-    TOKENIZER,
-    TOP_P,
-    policy_options,
-    temperature_option,
-)
+from agentgym.cli.policy_options import POLICY_HELP, PolicyFlags, with_policy_flags
 from agentgym.eval import EnvEntry, EvalPlan, EvalResult, compare_runs, load_env_file, load_plan, resolve_env
 from agentgym.eval.compare import Comparison
 from agentgym.eval.metrics import EnvSummary
@@ -64,6 +53,7 @@ def register(root: typer.Typer) -> None:
 
 @app.command("run")
 @guarded
+@with_policy_flags()
 def run(
     env_ids: list[str] = typer.Argument(None, help="Env ids to evaluate (or use --file)."),
     policy: str = typer.Option(None, "--policy", help=POLICY_HELP),
@@ -83,14 +73,8 @@ def run(
     concurrency: int = typer.Option(32, "--concurrency", min=1, help="Episodes in flight at once."),
     seed: int = typer.Option(0, "--seed", help="Seed of task i's env is seed + i; also seeds sampling."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as one JSON object (no progress bars)."),
-    temperature: float = temperature_option(),
-    top_p: float = TOP_P,
-    max_new_tokens: int = MAX_NEW_TOKENS,
-    chat_tools: bool = CHAT_TOOLS,
-    tokenizer: str = TOKENIZER,
-    keep_turns: int = KEEP_TURNS,
-    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
-    episode_token_budget: int = EPISODE_TOKEN_BUDGET,
+    *,
+    flags: PolicyFlags,
 ) -> None:
     """Evaluate a policy: every task k times through the collector, a per-env table, stored as an eval run."""
     check_k(k)
@@ -100,10 +84,8 @@ def run(
         plan_args = _resumed(stored, policy)
     else:
         plan_args = _requested(env_ids, file, env_kwargs, policy, tasks, k, success_reward)
-        plan_args["context"] = {"keep_turns": keep_turns, "max_prompt_tokens": max_prompt_tokens,
-                                "episode_token_budget": episode_token_budget}
-    options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                             chat_tools=chat_tools, tokenizer=tokenizer)
+        plan_args["context"] = flags.context()
+    options = flags.options(seed)
     if isinstance(plan_args, EvalPlan) and plan_args.options:
         options = PolicyOptions(**plan_args.options)  # a resume samples exactly as the interrupted eval did
     run_id = run_id or f"eval-{new_id()[:8]}"

@@ -13,19 +13,7 @@ from rich.table import Table
 
 from agentgym.branching import BranchPlan, branch, recorded_env_kwargs
 from agentgym.cli.common import console, guarded, open_store, parse_json_option
-from agentgym.cli.policy_options import (
-    CHAT_TOOLS,
-    EPISODE_TOKEN_BUDGET,
-    KEEP_TURNS,
-    MAX_NEW_TOKENS,
-    MAX_PROMPT_TOKENS,
-    POLICY_HELP,
-    TOKENIZER,
-    TOP_P,
-    context_settings,
-    policy_options,
-    temperature_option,
-)
+from agentgym.cli.policy_options import POLICY_HELP, PolicyFlags, with_policy_flags
 from agentgym.collector import Collector, Task
 from agentgym.policy.checkpoints import RunProfile
 from agentgym.policy.loading import PolicyOptions, open_policy
@@ -51,6 +39,7 @@ def pick_tasks(task_ids: list[str], count: int, seed: int) -> list[str | None]:
 
 
 @guarded
+@with_policy_flags()
 def rollout(
     env_id: str = typer.Argument(..., help="Registered env id, e.g. Maze-v0 (or module:Name-v0)."),
     policy: str = typer.Option("random", "--policy", help=POLICY_HELP),
@@ -62,26 +51,17 @@ def rollout(
     max_turns: int = typer.Option(None, "--max-turns", min=1, help="Turn limit (default: the run's, else the env's)."),
     concurrency: int = typer.Option(16, "--concurrency", min=1, help="Episodes in flight at once."),
     run_id: str = typer.Option(None, "--run", help="Run id stored with the episodes (default: a new id)."),
-    temperature: float = temperature_option(),
-    top_p: float = TOP_P,
-    max_new_tokens: int = MAX_NEW_TOKENS,
-    chat_tools: bool = CHAT_TOOLS,
-    tokenizer: str = TOKENIZER,
-    keep_turns: int = KEEP_TURNS,
-    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
-    episode_token_budget: int = EPISODE_TOKEN_BUDGET,
+    *,
+    flags: PolicyFlags,
 ) -> None:
     """Roll out an env with any policy through the collector and store every episode."""
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
     spec = registry[env_id]
     parsed = parse_policy(policy)
     db = open_store(store)
-    options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
-                             chat_tools=chat_tools, tokenizer=tokenizer)
     plan = RolloutPlan(env_id, spec.id, kwargs, max_turns, episodes, group_size, seed, concurrency,
-                       run_id or f"rollout-{new_id()[:8]}",
-                       context_settings(keep_turns, max_prompt_tokens, episode_token_budget))
-    done = asyncio.run(_rollout(plan, parsed, options, db))
+                       run_id or f"rollout-{new_id()[:8]}", flags.collector_settings())
+    done = asyncio.run(_rollout(plan, parsed, flags.options(seed), db))
     _summary(done, plan.run_id, db.display_url)
 
 
@@ -157,6 +137,7 @@ def _summary(done: list[Episode], run_id: str, where: str) -> None:
 
 
 @guarded
+@with_policy_flags(context=False)
 def replay(
     episode_id: str = typer.Argument(..., help="Id of a stored episode."),
     store: str = typer.Option(..., "--store", help="Store URL the episode lives in."),
@@ -168,19 +149,15 @@ def replay(
     policy: str = typer.Option("random", "--policy", help=f"With --from-turn: {POLICY_HELP}"),
     branches: int = typer.Option(1, "--branches", "-n", min=1, help="With --from-turn: continuations to store."),
     policy_seed: int = typer.Option(0, "--seed", help="With --from-turn: seed of the policy (branch i uses seed + i)."),
-    temperature: float = temperature_option(),
-    top_p: float = TOP_P,
-    max_new_tokens: int = MAX_NEW_TOKENS,
-    chat_tools: bool = CHAT_TOOLS,
-    tokenizer: str = TOKENIZER,
+    *,
+    flags: PolicyFlags,
 ) -> None:
     """Print an episode turn by turn and re-execute it; exit 1 at the first differing turn.
 
     With --from-turn T: restore the env to turn T and store -n continuations played by --policy.
     """
     if from_turn is not None:
-        options = policy_options(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                                 seed=policy_seed, chat_tools=chat_tools, tokenizer=tokenizer)
+        options = flags.options(policy_seed)
         request = BranchPlan(episode_id=episode_id, from_turn=from_turn, policy=policy, seed=policy_seed,
                                 env_kwargs=parse_json_option(env_kwargs, "--env-kwargs"))
         _branch(store, request, branches, options)

@@ -56,6 +56,21 @@ class ContextWindow:
                 or (self.max_prompt_tokens is not None and prompt_tokens > self.max_prompt_tokens))
 
 
+def context_settings(keep_turns: int | None = None, max_prompt_tokens: int | None = None,
+                     episode_token_budget: int | None = None) -> dict[str, Any]:
+    """Collector keyword arguments of the long-horizon settings (the window, the episode's token budget).
+
+    One reading for every caller (`agentgym rollout` and `eval` flags, a stored eval plan, a training
+    run), so the same settings give the same collector everywhere; unset settings are left out.
+    """
+    out: dict[str, Any] = {}
+    if keep_turns is not None or max_prompt_tokens is not None:
+        out["context_window"] = ContextWindow(keep_turns=keep_turns, max_prompt_tokens=max_prompt_tokens)
+    if episode_token_budget is not None:
+        out["episode_token_budget"] = episode_token_budget
+    return out
+
+
 @dataclass
 class Windowed:
     """A freshly rendered, windowed prompt."""

@@ -76,15 +76,9 @@ class EvalPlan:
 
     def collector_settings(self) -> dict[str, Any]:
         """Collector keyword arguments of `context` (the context window and the episode token budget)."""
-        from agentgym.collector.window import ContextWindow
+        from agentgym.collector.window import context_settings
 
-        out: dict[str, Any] = {}
-        if self.context.get("keep_turns") is not None or self.context.get("max_prompt_tokens") is not None:
-            out["context_window"] = ContextWindow(keep_turns=self.context.get("keep_turns"),
-                                                  max_prompt_tokens=self.context.get("max_prompt_tokens"))
-        if self.context.get("episode_token_budget") is not None:
-            out["episode_token_budget"] = self.context["episode_token_budget"]
-        return out
+        return context_settings(**self.context)
 
     def same_work(self, other: EvalPlan) -> list[str]:
         """What differs between two plans in what they run (empty: the same eval)."""
