@@ -8,7 +8,7 @@ the collector; nothing is re-tokenized. Requires the `train` extra.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +98,39 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
 
 def make_optimizer(params: Any, lr: float, weight_decay: float) -> Any:
     return torch.optim.AdamW([p for p in params if p.requires_grad], lr=lr, weight_decay=weight_decay)
+
+
+def zero_head(in_features: int, like: Any) -> Any:
+    """A `Linear(in_features, 1)` with zero weight and bias on `like`'s device and dtype (untrained: outputs 0)."""
+    head = torch.nn.Linear(in_features, 1).to(like.device, like.dtype)
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.zeros_(head.bias)
+    return head
+
+
+def no_grad_batches(model: Any, items: Sequence[Any], size: int, run: Callable[[list[Any]], Any]) -> list[Any]:
+    """`run` over micro-batches of `size` items with `model` in eval mode and no gradient; the results joined."""
+    model.eval()
+    out: list[Any] = []
+    with torch.no_grad():
+        for i in range(0, len(items), size):
+            out.extend(run(list(items[i:i + size])))
+    return out
+
+
+def accumulate_gradients(model: Any, optimizer: Any, items: Sequence[Any], size: int,
+                         loss_of: Callable[[list[Any]], Any]) -> float:
+    """Zero the gradients, then back-propagate each micro-batch's loss weighted by its share of `items`.
+
+    The gradient equals that of the mean loss over all `items` in one batch; returns that loss.
+    The caller clips and steps.
+    """
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for i in range(0, len(items), size):
+        chunk = list(items[i:i + size])
+        loss = loss_of(chunk) * (len(chunk) / len(items))
+        loss.backward()
+        total += float(loss.detach())
+    return total

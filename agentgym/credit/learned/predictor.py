@@ -14,7 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.credit.learned.backbone import Packed, hidden_states, load_backbone, make_optimizer, torch
+from agentgym.credit.learned.backbone import (
+    Packed,
+    accumulate_gradients,
+    hidden_states,
+    load_backbone,
+    make_optimizer,
+    no_grad_batches,
+    torch,
+    zero_head,
+)
 from agentgym.credit.trace_predict import Prefix
 
 
@@ -38,10 +47,7 @@ class LMSuccessPredictor:
         self.model = load_backbone(backbone, dtype=dtype, device=device)
         width = self.model.get_input_embeddings().weight.shape[1]
         torch.manual_seed(seed)
-        ref = self.model.get_input_embeddings().weight
-        self.head = torch.nn.Linear(width, 1).to(ref.device, ref.dtype)
-        torch.nn.init.zeros_(self.head.weight)
-        torch.nn.init.zeros_(self.head.bias)  # untrained: p_hat = 0.5 everywhere
+        self.head = zero_head(width, self.model.get_input_embeddings().weight)  # untrained: p_hat = 0.5 everywhere
         self.micro_batch_size, self.max_tokens = micro_batch_size, max_tokens
         self.optimizer = make_optimizer([*self.model.parameters(), *self.head.parameters()], lr, weight_decay)
         self.n_seen = 0
@@ -54,28 +60,23 @@ class LMSuccessPredictor:
 
     def predict(self, prefixes: Sequence[Prefix]) -> np.ndarray:
         """[N] success probabilities."""
-        self.model.eval()
-        out = []
-        with torch.no_grad():
-            for i in range(0, len(prefixes), self.micro_batch_size):
-                out.append(torch.sigmoid(self._logits(prefixes[i:i + self.micro_batch_size])).cpu().numpy())
-        return np.concatenate(out) if out else np.zeros(0)
+        probs = no_grad_batches(self.model, prefixes, self.micro_batch_size,
+                                lambda chunk: torch.sigmoid(self._logits(chunk)).cpu().numpy())
+        return np.asarray(probs, dtype=np.float32) if probs else np.zeros(0)
 
     def update(self, prefixes: Sequence[Prefix], labels: np.ndarray) -> float:
         """One optimizer step of BCE over (prefix, label in [0, 1]); returns the loss before the step."""
         if not len(prefixes):
             return 0.0
         labels = np.clip(np.asarray(labels, dtype=np.float64), 0.0, 1.0)
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for i in range(0, len(prefixes), self.micro_batch_size):
-            chunk = prefixes[i:i + self.micro_batch_size]
-            logits = self._logits(chunk)
-            target = torch.tensor(labels[i:i + len(chunk)], dtype=logits.dtype, device=logits.device)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target) * (len(chunk) / len(prefixes))
-            loss.backward()
-            total += float(loss.detach())
+
+        def loss_of(chunk: list[tuple[Prefix, float]]) -> Any:
+            logits = self._logits([prefix for prefix, _ in chunk])
+            target = torch.tensor([label for _, label in chunk], dtype=logits.dtype, device=logits.device)
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits, target)
+
+        total = accumulate_gradients(self.model, self.optimizer, list(zip(prefixes, labels, strict=True)),
+                                     self.micro_batch_size, loss_of)
         self.optimizer.step()
         self.n_seen += len(prefixes)
         return total

@@ -19,10 +19,12 @@ from typing import Any
 from agentgym.credit.errors import CreditInputError
 from agentgym.credit.learned.backbone import (
     CreditModelStats,
+    accumulate_gradients,
     gather_rows,
     hidden_states,
     load_backbone,
     make_optimizer,
+    no_grad_batches,
     pack_episode,
     torch,
 )
@@ -87,13 +89,8 @@ class ImplicitPRM:
 
     def logprobs(self, episodes: Sequence[Episode]) -> list[list[list[float]]]:
         """lp_phi per episode, per turn, per action token (no gradient)."""
-        self.model.eval()
-        out: list[list[list[float]]] = []
-        with torch.no_grad():
-            for i in range(0, len(episodes), self.micro_batch_size):
-                for row in self._token_logprobs(episodes[i:i + self.micro_batch_size]):
-                    out.append([t.tolist() for t in row])
-        return out
+        return no_grad_batches(self.model, episodes, self.micro_batch_size,
+                               lambda chunk: [[t.tolist() for t in row] for row in self._token_logprobs(chunk)])
 
     def _turn_diffs(self, episodes: Sequence[Episode]) -> list[Any]:
         """Per episode a tensor [T_i] of sum_j (lp_phi - lp_old) (or its per-token mean)."""
@@ -109,13 +106,8 @@ class ImplicitPRM:
     # ---- rewards and training ------------------------------------------------------------------
     def step_rewards(self, episodes: Sequence[Episode]) -> list[list[float]]:
         """Implicit step reward r_t = beta * sum_j (lp_phi - lp_old) per episode per turn."""
-        self.model.eval()
-        out: list[list[float]] = []
-        with torch.no_grad():
-            for i in range(0, len(episodes), self.micro_batch_size):
-                chunk = list(episodes[i:i + self.micro_batch_size])
-                out.extend((self.beta * d).tolist() for d in self._turn_diffs(chunk))
-        return out
+        return no_grad_batches(self.model, episodes, self.micro_batch_size,
+                               lambda chunk: [(self.beta * d).tolist() for d in self._turn_diffs(chunk)])
 
     def pairs(self, episodes: Sequence[Episode]) -> list[tuple[int, int]]:
         """(preferred, rejected) batch indices from outcomes within each group."""
@@ -139,14 +131,8 @@ class ImplicitPRM:
             return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step, lr=self.lr)
         first = 0.0
         for s in range(steps):
-            self.model.train()
-            self.optimizer.zero_grad(set_to_none=True)
-            total = 0.0
-            for i in range(0, len(pairs), self.micro_batch_size):
-                chunk = pairs[i:i + self.micro_batch_size]
-                loss = self.loss(batch, chunk) * (len(chunk) / len(pairs))
-                loss.backward()
-                total += float(loss.detach())
+            total = accumulate_gradients(self.model, self.optimizer, pairs, self.micro_batch_size,
+                                         lambda chunk: self.loss(batch, chunk))
             norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
             self.optimizer.step()
             self.step += 1

@@ -15,13 +15,16 @@ from typing import Any
 
 from agentgym.credit.learned.backbone import (
     CreditModelStats,
+    accumulate_gradients,
     gather_rows,
     hidden_states,
     load_backbone,
     make_optimizer,
+    no_grad_batches,
     pack_episode,
     torch,
     warmup_factor,
+    zero_head,
 )
 from agentgym.trajectory import Episode
 
@@ -39,9 +42,7 @@ class ProgressEstimator:
         self.lm_head = self.model.get_output_embeddings()
         vocab = self.lm_head.weight.shape[0]
         torch.manual_seed(seed)
-        self.head = torch.nn.Linear(vocab, 1).to(self.lm_head.weight.device, self.lm_head.weight.dtype)
-        torch.nn.init.zeros_(self.head.weight)  # untrained: every contribution starts at 0
-        torch.nn.init.zeros_(self.head.bias)
+        self.head = zero_head(vocab, self.lm_head.weight)  # untrained: every contribution starts at 0
         self.lr, self.warmup_steps, self.grad_clip = lr, warmup_steps, grad_clip
         self.micro_batch_size, self.max_tokens = micro_batch_size, max_tokens
         self.optimizer = make_optimizer([*self.model.parameters(), *self.head.parameters()], lr, weight_decay)
@@ -60,15 +61,12 @@ class ProgressEstimator:
 
     def predict(self, episodes: Sequence[Episode]) -> list[list[float]]:
         """Per episode, one contribution c_t per turn (no gradient; micro-batched)."""
-        self.model.eval()
-        out: list[list[float]] = []
-        with torch.no_grad():
-            for i in range(0, len(episodes), self.micro_batch_size):
-                chunk = list(episodes[i:i + self.micro_batch_size])
-                with_turns = [ep for ep in chunk if ep.turns]
-                values = iter(self.contributions(with_turns)) if with_turns else iter(())
-                out.extend(next(values).float().tolist() if ep.turns else [] for ep in chunk)
-        return out
+        def run(chunk: list[Episode]) -> list[list[float]]:
+            with_turns = [ep for ep in chunk if ep.turns]
+            values = iter(self.contributions(with_turns)) if with_turns else iter(())
+            return [next(values).float().tolist() if ep.turns else [] for ep in chunk]
+
+        return no_grad_batches(self.model, episodes, self.micro_batch_size, run)
 
     def loss(self, episodes: Sequence[Episode]) -> Any:
         """`mean (R - sum_t c_t)^2` over `episodes` (a scalar tensor with gradient)."""
@@ -81,14 +79,7 @@ class ProgressEstimator:
         usable = [ep for ep in batch if ep.turns]
         if not usable:
             return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step)
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for i in range(0, len(usable), self.micro_batch_size):
-            chunk = usable[i:i + self.micro_batch_size]
-            loss = self.loss(chunk) * (len(chunk) / len(usable))
-            loss.backward()
-            total += float(loss.detach())
+        total = accumulate_gradients(self.model, self.optimizer, usable, self.micro_batch_size, self.loss)
         self.step += 1
         lr = self.lr * warmup_factor(self.step, self.warmup_steps)
         for group in self.optimizer.param_groups:
