@@ -24,11 +24,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
+from agentgym.cost import SUMMED
 from agentgym.errors import StoreError
 from agentgym.store_schema import (
     EPISODE_COLUMNS,
     SCHEMA_VERSION,
     chunks,
+    cost_row,
+    episode_costs_table,
     episode_from_row,
     episode_row,
     episodes_table,
@@ -232,13 +235,17 @@ class TrajectoryStore:
         ids = [e.id for e in episodes]
         ep_rows = [episode_row(e) for e in episodes]
         turn_rows = [turn_row(e.id, t) for e in episodes for t in e.turns]
+        cost_rows = [row for row in map(cost_row, episodes) if row is not None]
         with self.engine.begin() as conn:
             for chunk in chunks(ids, 500):
-                conn.execute(sa.delete(turns_table).where(turns_table.c.episode_id.in_(chunk)))
-                conn.execute(sa.delete(episodes_table).where(episodes_table.c.id.in_(chunk)))
+                for table, column in ((turns_table, "episode_id"), (episode_costs_table, "episode_id"),
+                                      (episodes_table, "id")):
+                    conn.execute(sa.delete(table).where(table.c[column].in_(chunk)))
             conn.execute(sa.insert(episodes_table), ep_rows)
             if turn_rows:
                 conn.execute(sa.insert(turns_table), turn_rows)
+            if cost_rows:
+                conn.execute(sa.insert(episode_costs_table), cost_rows)
         return len(episodes)
 
     def end_in_flight(self, run_id: str, reason: str) -> int:
@@ -284,6 +291,7 @@ class TrajectoryStore:
         with self.engine.begin() as conn:
             conn.execute(sa.delete(turn_credit_table).where(turn_credit_table.c.episode_id == episode_id))
             conn.execute(sa.delete(turns_table).where(turns_table.c.episode_id == episode_id))
+            conn.execute(sa.delete(episode_costs_table).where(episode_costs_table.c.episode_id == episode_id))
             return conn.execute(sa.delete(episodes_table).where(episodes_table.c.id == episode_id)).rowcount > 0
 
     def log_run(self, run_id: str, config: dict[str, Any] | None = None) -> None:
@@ -379,6 +387,15 @@ class TrajectoryStore:
             known = {r["id"] for r in rows}
             extra = [r[0] for r in conn.execute(sa.select(episodes_table.c.run_id).distinct()) if r[0] not in known]
         return [dict(r) for r in rows] + [{"id": rid, "created_at": None, "config": {}} for rid in extra]
+
+    def run_costs(self, run_id: str) -> dict[str, float]:
+        """What a run's episodes cost in all (`agentgym.cost`): sums, ``env_peak_mb`` the maximum, ``episodes``."""
+        c = episode_costs_table.c
+        columns = [sa.func.count().label("episodes"), sa.func.max(c.env_peak_mb).label("env_peak_mb"),
+                   *[sa.func.sum(c[name]).label(name) for name in SUMMED]]
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(*columns).where(c.run_id == run_id)).mappings().one()
+        return {k: round(float(v or 0), 4) for k, v in row.items()}
 
     def metrics(self, run_id: str) -> list[dict[str, Any]]:
         """A run's metrics as rows {step, time, **values}, in step order."""

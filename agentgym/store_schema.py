@@ -14,9 +14,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agentgym.cost import EpisodeCost
 from agentgym.trajectory import Episode, Turn
 
 SCHEMA_VERSION = 1
+COST_FIELDS = [f for f in EpisodeCost.__dataclass_fields__ if f != "version"]
 
 metadata = sa.MetaData()
 
@@ -105,6 +107,18 @@ turn_credit_table = sa.Table(
     sa.Index("ix_turn_credit_run", "run_id", "update"),
 )
 
+#: What each episode cost (`agentgym.cost.EpisodeCost`, from ``metadata["cost"]``): one row per episode, with
+#: the record's version; added beside the episodes (older stores get the table when opened).
+episode_costs_table = sa.Table(
+    "episode_costs", metadata,
+    sa.Column("episode_id", sa.String(64), sa.ForeignKey("episodes.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("run_id", sa.String(128), nullable=False, default=""),
+    sa.Column("env_id", sa.String(128), nullable=False, default=""),
+    sa.Column("version", sa.Integer, nullable=False),
+    *[sa.Column(name, sa.Float) for name in COST_FIELDS],
+    sa.Index("ix_episode_costs_run", "run_id"),
+)
+
 runs_table = sa.Table(
     "runs", metadata,
     sa.Column("id", sa.String(128), primary_key=True),
@@ -168,6 +182,16 @@ def episode_row(e: Episode) -> dict[str, Any]:
         "error": _safe_text(e.error), "total_reward": float(e.total_reward), "num_turns": len(e.turns),
         "policy_version": e.policy_version, "created_at": e.created_at, "metadata": _safe_json(e.metadata),
     }
+
+
+def cost_row(e: Episode) -> dict[str, Any] | None:
+    """The `episode_costs` row of `e` (None when the collector recorded no cost for it)."""
+    data = e.metadata.get("cost")
+    if not isinstance(data, dict):
+        return None
+    record = EpisodeCost.from_dict(data)
+    return {"episode_id": e.id, "run_id": e.run_id, "env_id": e.env_id, "version": record.version,
+            **{name: getattr(record, name) for name in COST_FIELDS}}
 
 
 def turn_row(episode_id: str, t: Turn) -> dict[str, Any]:

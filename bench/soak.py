@@ -23,7 +23,8 @@ not stored because the trainer was SIGKILLed or stopped while they ran: by desig
 data manager collects anew), ``duplicated``, ``infra_trained`` (infra-failed episodes in a trained
 batch, from trained.jsonl and the stored turn_credit rows), ``updates`` (contiguous, none twice, per
 resume the checkpoint it went back to), ``leaked`` (worker processes, temp files) and ``rss``
-(per long-lived process: MB at the start of the measured window and at the end, growth %, slope MB/min).
+(per long-lived process: MB at the start of the measured window and at the end, growth %, slope MB/min),
+``cost`` (the run's summed per-episode cost: env CPU s and peak MB of the env workers, wall s by stage, tokens).
 Counts only; nothing here asserts a time.
 """
 
@@ -274,6 +275,14 @@ def rss_report(samples: dict[str, list[tuple[float, float]]], skip_frac: float) 
     return report
 
 
+def run_costs(store: str) -> dict[str, float]:
+    """What the run's episodes cost in all (agentgym.cost: env CPU and peak memory, wall time by stage, tokens)."""
+    from agentgym.store import TrajectoryStore
+
+    with TrajectoryStore(store, create=False) as opened:
+        return opened.run_costs(RUN_NAME)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
@@ -293,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         sampler.stop()
     store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
+    result["cost"] = run_costs(store)
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
     result["rss"] = rss_report(sampler.samples, 1 / 3 if args.short or args.minutes < 10 else 5 / args.minutes)
     result["leaked"] = leaked(work, sampler.worker_pids)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.collector.config import Task
+from agentgym.cost import EpisodeCost
 from agentgym.data import DataManager, TrainBatch
 from agentgym.trajectory import Episode
 
@@ -35,6 +36,7 @@ class CollectTally:
     turns: int = 0
     action_tokens: int = 0
     generate_s: float = 0.0
+    costs: list[EpisodeCost] = field(default_factory=list)  #: of the episodes that recorded one
     started: float = field(default_factory=time.perf_counter)
 
     def add(self, episodes: list[Episode], success_reward: float) -> None:
@@ -46,6 +48,8 @@ class CollectTally:
             self.reward_sum += e.total_reward
             self.turns += e.num_turns
             self.action_tokens += e.num_action_tokens
+            if isinstance(e.metadata.get("cost"), dict):
+                self.costs.append(EpisodeCost.from_dict(e.metadata["cost"]))
 
 
 class RolloutDriver:

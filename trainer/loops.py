@@ -27,6 +27,7 @@ from agentgym.trainer.signal_watch import SignalWatch
 
 from agentgym.collector.config import Task
 from agentgym.config import TrainConfig
+from agentgym.cost import totals as cost_totals
 from agentgym.credit.record import dropped_records, records_from_result
 
 
@@ -119,6 +120,7 @@ class Progress:
             "lr": float(self.c.policy.scheduler.get_last_lr()[0]),
             "elapsed_s": self.elapsed_before + now - self.started,
             **stats.flat(), **self.c.dm.metrics().flat(), **extra, **_drop_shares(dropped, len(batch.episodes)),
+            **{f"cost/{k}": v for k, v in cost_totals(tally.costs).items()},
         }
         self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
         self.write_credit(update, version - 1, dropped)

@@ -52,6 +52,7 @@ class Tally(Protocol):
     episodes: int
     successes: int
     reward_sum: float
+    costs: list[Any]  #: `agentgym.cost.EpisodeCost` of each collected episode that recorded one
 
 
 class BatchSource(Protocol):

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym import cost
 from agentgym.collector import replay as replaying
 from agentgym.collector.config import CollectorConfig, CollectResult, Task
 from agentgym.collector.faults import (
@@ -294,12 +295,16 @@ class Collector:
             self.counters.turns += 1
 
     async def _start(self, run: EpisodeRun) -> None:
+        began = time.perf_counter()
+        run.env_starts += not self._idle_envs
         env = await self._acquire_env()
         self._attach(run, env)
+        run.usage_start = cost.process_usage(cost.env_pid(env))
         ep = run.episode
         options = {"task_id": ep.task_id} if ep.task_id else None
         observation, info = check_reset(await self._env_call("env.reset", env, "reset", seed=ep.seed,
                                                              options=options))
+        run.setup_s += time.perf_counter() - began
         ep.task_id = str(info.get("task_id", ep.task_id))
         run.begin(observation, self.config.turns(self._env_turns).initial())
         if self.store is not None:  # in the store from its start: a crash leaves it `partial`, to be ended on resume
@@ -398,6 +403,9 @@ class Collector:
         ep = run.episode
         self.policy.release(run.id)
         ep.metadata["finish_round"] = self.round
+        usage_end = cost.process_usage(cost.env_pid(run.env)) if run.usage_start is not None else None
+        ep.metadata["cost"] = cost.measure(ep, ended=time.time(), setup_s=run.setup_s, env_starts=run.env_starts,
+                                           usage_start=run.usage_start, usage_end=usage_end).to_dict()
         if run.fmt is not None:
             ep.metadata["train_on"] = TRAIN_ON
             if self.config.check_template:

@@ -51,6 +51,9 @@ class EpisodeRun:
     stop_ids: frozenset[int] = frozenset()
     context_turns: int = 0  #: finished turns whose ids are in `context` (a window drops some)
     segment_start: int = 0  #: index of the turn whose prompt started the current context (0, or the last window)
+    env_starts: int = 0  #: envs made for this episode (cost accounting)
+    setup_s: float = 0.0  #: seconds making the env and resetting it (cost accounting)
+    usage_start: tuple[float, float] | None = None  #: its env worker's (CPU s, peak MB) at reset (cost accounting)
     _cut: dict[str, Any] | None = None  #: the window applied to the next observed turn
     _window_user: Message | None = None  #: the windowed form of the next observation (marker included)
 

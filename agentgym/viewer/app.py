@@ -141,7 +141,8 @@ def create_app(store: TrajectoryStore) -> Any:
                           for name, key in (("mean reward per policy version", "mean_reward"),
                                             ("success rate per policy version", "success_rate"))]
         return page("run.html", run_id=run_id, config=config, envs=envs, metric_steps=len(metrics),
-                    charts=[charts.line_chart(s) for s in series if not s.name.startswith("credit/")],
+                    costs=store.run_costs(run_id),
+                    charts=[charts.line_chart(s) for s in series if not s.name.startswith(("credit/", "cost/"))],
                     credit_charts=[charts.line_chart(s) for s in series if s.name.startswith("credit/")],
                     version_charts=[charts.line_chart(s) for s in version_series] if len(versions) > 1 else [])
 

@@ -58,6 +58,8 @@ def test_async_run_trains_with_bounded_staleness(tmp_path):
     rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
     assert result.updates == 3 and [r["update"] for r in rows] == [1, 2, 3]
     assert max(r["staleness_max"] for r in rows) <= 1
+    # what the collected episodes cost, per update (agentgym.cost)
+    assert all(r["cost/episodes"] > 0 and r["cost/tokens_out"] > 0 and r["cost/policy_s"] > 0 for r in rows)
 
 
 def test_resume_after_sigkill_neither_repeats_nor_loses_episodes(tmp_path):
