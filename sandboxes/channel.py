@@ -48,8 +48,9 @@ def popen_pipes(proc: subprocess.Popen[bytes]) -> Pipes:
 
 def process_death_report(proc: subprocess.Popen[bytes], what: str) -> tuple[bool, str]:
     """A `Handle.death_report` for a local agent process: `what` (e.g. "bwrap process 42") and how it ended."""
-    code = proc.poll()
-    if code is None:
+    try:
+        code = proc.wait(timeout=2)  # its stdout closes a moment before the kernel reports the exit
+    except subprocess.TimeoutExpired:
         return False, f"{what} is still running but its agent does not answer"
     how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     return False, f"{what} ended ({how})"

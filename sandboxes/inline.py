@@ -61,10 +61,9 @@ _lock = threading.Lock()
 _free: list[int] = []
 _taken: set[int] = set()
 
-def slot_mounts(limits: Limits, slots: int = SLOTS, root: str = ROOT) -> dict[str, str]:
-    """The tmpfs mounts (path -> options) a family container needs: one workspace per slot."""
-    return {f"{root}/{n}": f"size={limits.disk_bytes},uid={FIRST_UID + n},gid={FIRST_UID + n},mode=0700"
-            for n in range(slots)}
+def slot_mounts(slots: int, size: str = "64m", root: str = ROOT) -> dict[str, str]:
+    """The tmpfs mounts (path -> options) a family container needs: one workspace per slot, `size` each."""
+    return {f"{root}/{n}": f"size={size},uid={FIRST_UID + n},gid={FIRST_UID + n},mode=0700" for n in range(slots)}
 
 
 def command_rlimits(limits: Limits) -> dict[str, int]:
@@ -213,7 +212,7 @@ def open_inline(image: str, *, limits: Limits, network: bool, workdir: str) -> S
         config.update(rlimits=command_rlimits(limits), kill_scope="uid", scrub=list(SCRUB))
         proc = subprocess.Popen(agent_command(_python(), config), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=sys.stderr if os.environ.get("AGENTGYM_SANDBOX_DEBUG") else subprocess.DEVNULL,
-                                cwd=work, close_fds=True, preexec_fn=_as_uid(FIRST_UID + slot, limits))
+                                close_fds=True, preexec_fn=_as_uid(FIRST_UID + slot, limits))  # the agent chdirs itself
     except BaseException:
         _give_back(slot)
         raise

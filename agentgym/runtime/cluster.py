@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.errors import ConfigError, EnvInfraError
+from agentgym.runtime.profile import container_profile
 from agentgym.runtime.remote import RemoteEnv
 
 LABEL_ENV = "agentgym.env"
@@ -109,18 +110,19 @@ class EnvCluster:
         from agentgym.sandboxes.docker import client
 
         docker_client = client()
+        profile = container_profile(docker_client, self.image)  # the default, or one running sandboxes inline
         directory = tempfile.mkdtemp(prefix="agentgym-env-")
-        os.chmod(directory, 0o777)  # the server runs as the image's non-root user
+        os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
         command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(self.max_sessions),
                    "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
-        host_config = docker_client.api.create_host_config(
+        host_config = docker_client.api.create_host_config(**profile.host_config(dict(
             network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
             binds={directory: {"bind": "/run/agentgym", "mode": "rw"}}, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)
+            security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)))
         labels = {**reaper.owner_labels(), reaper.LABEL: "env-server", LABEL_ENV: self.env_id}
         # stdin_open without detach also sets StdinOnce: when our attach socket closes, the server's stdin ends
         container = docker_client.api.create_container(self.image, command=command, stdin_open=True, labels=labels,
-                                                       host_config=host_config)
+                                                       host_config=host_config, environment=profile.environment)
         cid = container["Id"]
         reaper.remember(cid)
         attach = docker_client.api.attach_socket(cid, params={"stdin": 1, "stream": 1})
