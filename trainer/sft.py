@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from agentgym.trainer.components import context_settings
 from agentgym.trainer.forward import token_logprobs
-from agentgym.trainer.packing import collate, episode_to_sample
+from agentgym.trainer.packing import collate, episode_to_sample, micro_batches
 
 from agentgym.collector.collector import Collector
 from agentgym.collector.config import Task
@@ -35,10 +36,14 @@ def solver_action(messages: list[dict[str, str]], env: Any) -> str:
 
 
 async def collect_demonstrations(env_id: str, env_kwargs: dict[str, Any], tokenizer: Any, tasks: list[str],
-                                 *, max_turns: int | None, seed: int) -> list[Episode]:
-    """One solver episode per task, recorded token by token (successful ones are returned)."""
+                                 *, max_turns: int | None, seed: int,
+                                 context: dict[str, Any] | None = None) -> list[Episode]:
+    """One solver episode per task, recorded token by token (successful ones are returned).
+
+    `context`: the run's context-window settings (`context_settings`), so that a demonstration's prompts are
+    cut exactly as the policy's will be in RL and evaluation."""
     collector = Collector(env_id, ScriptedBackend(solver_action, tokenizer), env_kwargs=env_kwargs,
-                          max_turns=max_turns, concurrency=len(tasks), progress=False)
+                          max_turns=max_turns, concurrency=len(tasks), progress=False, **(context or {}))
     try:
         result = await collector.collect([Task(t, seed=seed + i) for i, t in enumerate(tasks)], group_size=1)
     finally:
@@ -57,45 +62,54 @@ class SFTStats:
 
 
 def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
-        pad_id: int = 0) -> SFTStats:
-    """`steps` full-batch AdamW steps of mean negative log-likelihood on the demonstrations' action tokens."""
+        pad_id: int = 0, micro_batch_tokens: int = 8192) -> SFTStats:
+    """`steps` full-batch AdamW steps of mean negative log-likelihood on the demonstrations' action tokens.
+
+    Each step accumulates the gradient over micro-batches of at most `micro_batch_tokens` tokens (the same
+    gradient as one batch, without materialising one attention mask over every demonstration's tokens)."""
     if not demonstrations:
         raise ValueError("no successful solver demonstrations to warm start from; check the env's solver")
     rng = random.Random(seed)
     samples = [episode_to_sample(e, [1.0] * e.num_turns) for e in demonstrations]
+    trained = sum(s.num_action_tokens for s in samples)
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     model.train()
     losses = []
     for _ in range(steps):
         rng.shuffle(samples)
-        batch = collate(samples, packed=packed, pad_id=pad_id).to(device)
-        out = token_logprobs(model, batch)
-        loss = -(out.logprobs * batch.loss_mask).sum() / batch.loss_mask.sum()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total = 0.0
+        for group in micro_batches(samples, micro_batch_tokens):
+            batch = collate(group, packed=packed, pad_id=pad_id).to(device)
+            loss = -(token_logprobs(model, batch).logprobs * batch.loss_mask).sum() / trained
+            loss.backward()
+            total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        losses.append(float(loss.detach()))
+        losses.append(total)
     return SFTStats(steps, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
                     len(demonstrations))
 
 
 def warm_start(model: Any, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *,
-               steps: int, lr: float, max_turns: int | None, seed: int, packed: bool = True) -> SFTStats:
+               steps: int, lr: float, max_turns: int | None, seed: int, packed: bool = True,
+               context: dict[str, Any] | None = None, micro_batch_tokens: int = 8192) -> SFTStats:
     """Collect solver demonstrations of `tasks` (rendered with `tokenizer`) and run `sft` on them.
 
     The solver plays with the env's own turn limit; demonstrations longer than `max_turns` (the run's
     limit, which RL and evaluation use) are left out and counted in `SFTStats.too_long`, so the warm start
     never teaches what RL cannot finish. The caller warns about them.
     """
-    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=None, seed=seed))
+    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=None, seed=seed,
+                                               context=context))
     longest = max((e.num_turns for e in demos), default=0)
     fitting = [e for e in demos if max_turns is None or e.num_turns <= max_turns]
     if demos and not fitting:
         raise ValueError(f"every solver demonstration takes more than max_turns={max_turns} turns (shortest "
                          f"{min(e.num_turns for e in demos)}); raise max_turns or leave it null for the env's limit")
-    stats = sft(model, fitting, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0)
+    stats = sft(model, fitting, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0,
+                micro_batch_tokens=micro_batch_tokens)
     stats.too_long, stats.longest = len(demos) - len(fitting), longest
     return stats
 
@@ -110,7 +124,8 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
     if not cfg.sft_steps:
         return
     sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes],
-                     steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, packed=p.packed)
+                     steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, packed=p.packed,
+                     context=context_settings(cfg), micro_batch_tokens=cfg.micro_batch_tokens)
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
     save_sft_policy(cfg.run_dir, p.model, p.tokenizer)
