@@ -1,4 +1,4 @@
-"""Fixtures shared by every suite: stores on SQLite and on PostgreSQL (tests/helpers/postgres.py finds or starts it)."""
+"""Fixtures shared by every suite: the Docker engine, stores on SQLite and on PostgreSQL (tests/helpers finds or starts each)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from tests.helpers.docker_engine import require_engine
 from tests.helpers.postgres import ENV_VAR, find_server
 
 _services_used: list[str] = []  #: what the session found or started, reported at the end
@@ -29,6 +30,27 @@ def pytest_report_header(config) -> list[str]:
 def pytest_terminal_summary(terminalreporter) -> None:
     for line in _services_used:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """The Docker engine answers and the base image exists (tests/helpers/docker_engine.py)."""
+    require_engine()
+
+
+@pytest.fixture(scope="session")
+def tiny_dir() -> Path:
+    """The tiny local model (built once, cached): real weights and tokenizer, no download."""
+    from agentgym.policy.models import tiny_model_dir
+
+    return tiny_model_dir()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_dir):
+    """The tiny model's tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(tiny_dir))
 
 
 @pytest.fixture

@@ -1,15 +1,12 @@
-"""Fixtures for the sandbox tests: the Docker engine, the backends, small sandboxes.
+"""Fixtures for the sandbox tests: the backends and small sandboxes.
 
-Tests that need the engine are marked `docker`. `make test` starts the engine
-first (scripts/docker.sh); when it does not answer these tests fail, unless
-AGENTGYM_ALLOW_NO_DOCKER=1 turns the failure into a skip. The local (bwrap)
-backend is skipped, with the reason, on machines where bwrap cannot run.
+Tests that need the engine are marked `docker` and take the session fixture
+`docker_engine` (tests/conftest.py, tests/helpers/docker_engine.py). The local
+(bwrap) backend is skipped, with the reason, on machines where bwrap cannot run.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,36 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 IMAGE = sandboxes.BASE_IMAGE
 SMALL = Limits(cpus=0.5, memory_bytes=192 * 1024 * 1024, pids=64, disk_bytes=16 * 1024 * 1024,
                exec_timeout_s=20, lifetime_s=600, output_bytes=64 * 1024)
-
-
-def _engine_problem() -> str | None:
-    from agentgym.sandboxes import docker
-
-    try:
-        client = docker.client()
-    except sandboxes.BackendUnavailable as exc:
-        return str(exc)
-    try:
-        client.images.get(IMAGE)
-    except Exception as exc:
-        return f"base image {IMAGE} is missing ({exc}); build it with `bash docker/base.sh`"
-    return None
-
-
-@pytest.fixture(scope="session")
-def docker_engine() -> None:
-    """The engine answers and the base image exists (starting both via scripts/docker.sh as root)."""
-    problem = _engine_problem()
-    if problem is not None and os.geteuid() == 0:
-        subprocess.run(["bash", str(REPO / "scripts" / "docker.sh")], check=False)
-        from agentgym.sandboxes import docker
-
-        docker._client = None
-        problem = _engine_problem()
-    if problem is not None:
-        if os.environ.get("AGENTGYM_ALLOW_NO_DOCKER") == "1":
-            pytest.skip(f"no Docker engine (AGENTGYM_ALLOW_NO_DOCKER=1): {problem}")
-        pytest.fail(f"the Docker engine is required for this test: {problem}", pytrace=False)
 
 
 def _require(backend: str, request: pytest.FixtureRequest) -> None:

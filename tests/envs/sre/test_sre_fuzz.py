@@ -29,7 +29,7 @@ ESCAPES = [  # each must fail inside the container
 
 
 @pytest.fixture(scope="module")
-def fuzz_env(sre_engine):
+def fuzz_env(docker_engine):
     env = agentgym.make("SRE-v0", run_timeout_s=5.0, max_turns=40)
     yield env
     env.close()

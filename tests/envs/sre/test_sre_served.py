@@ -12,7 +12,7 @@ from tests.runtime.servers import served
 pytestmark = pytest.mark.docker
 
 
-def test_sre_v0_passes_envs_check_and_the_solver_repairs_through_the_env_server(sre_engine):
+def test_sre_v0_passes_envs_check_and_the_solver_repairs_through_the_env_server(docker_engine):
     with served("SRE-v0") as server:
         report = check_env_contract(server.url, lambda: agentgym.make(server.url))
         assert report.passed, [(r.name, r.detail) for r in report.failures()]
