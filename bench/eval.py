@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,11 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentgym.eval import EnvEntry, EvalPlan, resolve_env, run_eval  # noqa: E402
 from agentgym.eval.metrics import token_counts  # noqa: E402
+from agentgym.launch import serve_model  # noqa: E402
 from agentgym.policy.loading import PolicyOptions, open_policy  # noqa: E402
 from agentgym.policy.models import tiny_model_dir  # noqa: E402
 from agentgym.store import TrajectoryStore  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 async def timed_eval(policy: str, tasks: int, k: int, turns: int, context: dict, store: TrajectoryStore,
@@ -59,40 +56,14 @@ async def timed_eval(policy: str, tasks: int, k: int, turns: int, context: dict,
             "windowed_turns": summary.windowed_turns, "dropped_tokens": summary.dropped_tokens}
 
 
-def start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(model_dir), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"agentgym serve exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("agentgym serve did not answer /health within 180 s")
-
-
 def measure(tasks: int, k: int) -> dict:
     model = tiny_model_dir()
     with tempfile.TemporaryDirectory() as tmp:
         store = TrajectoryStore(str(Path(tmp) / "bench.db"))
         local = asyncio.run(timed_eval(f"hf:{model}", tasks, k, 8, {}, store, "local"))
         windowed = asyncio.run(timed_eval(f"hf:{model}", tasks, k, 8, {"keep_turns": 1}, store, "windowed"))
-        proc, url = start_server(model)
-        try:
-            served = asyncio.run(timed_eval(f"openai:{url}/v1", tasks, k, 8, {}, store, "served"))
-        finally:
-            proc.kill()
-            proc.wait(timeout=30)
+        with serve_model(model, timeout_s=180) as server:
+            served = asyncio.run(timed_eval(f"openai:{server.url}/v1", tasks, k, 8, {}, store, "served"))
     return {
         "setup": {"env": "Maze-v0 (open)", "model": "tiny (built locally)", "tasks": tasks, "k": k, "max_turns": 8,
                   "max_new_tokens": 6, "concurrency": 8},

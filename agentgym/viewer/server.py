@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Any
 
 from agentgym.errors import require
+from agentgym.launch import free_port
 from agentgym.store import TrajectoryStore
 from agentgym.viewer.app import create_app
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def serve(store: TrajectoryStore, *, host: str = "127.0.0.1", port: int = 8765) -> None:

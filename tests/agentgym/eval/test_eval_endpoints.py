@@ -5,7 +5,6 @@ infrastructure failures and a resumable eval."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from agentgym import TrajectoryStore
 from agentgym.cli import app
+from agentgym.launch import serve_model
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -27,39 +27,10 @@ GREEDY = ["--tasks", "3", "-k", "1", "--temperature", "0", "--max-new-tokens", "
           "--concurrency", "1", "--json"]
 
 
-def _start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(model_dir), "--port", str(port),
-                             "--name", "tiny"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"agentgym serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.2)
-    proc.kill()
-    pytest.fail("agentgym serve did not answer /health within 120 s")
-
-
-@pytest.fixture(scope="module")
-def tiny_dir():
-    from agentgym.policy.models import tiny_model_dir
-
-    return tiny_model_dir()
-
-
 @pytest.fixture(scope="module")
 def server(tiny_dir):
-    proc, url = _start_server(tiny_dir)
-    yield url
-    proc.kill()
-    proc.wait(timeout=30)
+    with serve_model(tiny_dir, "--name", "tiny") as served:
+        yield served.url
 
 
 def _actions(store: str, run: str) -> dict[str, list[tuple[str, list[int]]]]:
@@ -91,7 +62,8 @@ def test_a_model_the_server_does_not_serve_is_refused(tmp_path, server):
 
 
 def test_a_server_that_dies_mid_eval_leaves_infra_failures_and_a_resumable_eval(tmp_path, tiny_dir):
-    proc, url = _start_server(tiny_dir)
+    served = serve_model(tiny_dir)
+    url = served.url
     store = str(tmp_path / "e.db")
     command = [sys.executable, "-m", "agentgym", "eval", "Maze-v0", "--policy", f"openai:{url}/v1", "--tasks", "4",
                "-k", "2", "--max-new-tokens", "6", "--max-turns", "4", "--concurrency", "2", "--store", store,
@@ -102,8 +74,8 @@ def test_a_server_that_dies_mid_eval_leaves_infra_failures_and_a_resumable_eval(
         if Path(store).exists() and TrajectoryStore(store).count(run_id="dies") >= 2:
             break
         time.sleep(0.05)
-    proc.kill()  # the endpoint goes away mid-eval
-    proc.wait(timeout=30)
+    served.proc.kill()  # the endpoint goes away mid-eval
+    served.stop()
     out, err = evaluation.communicate(timeout=300)
     assert evaluation.returncode in (0, 3), err  # never a traceback
     assert "Traceback" not in err
@@ -113,14 +85,10 @@ def test_a_server_that_dies_mid_eval_leaves_infra_failures_and_a_resumable_eval(
         return
     assert not data["complete"] and data["missing"]["Maze-v0"] > 0  # the rest is infra, not model failure
     assert data["envs"]["Maze-v0"]["infra_failures"] > 0 and "--resume" in err
-    proc2, url2 = _start_server(tiny_dir)  # the endpoint comes back elsewhere
-    try:
+    with serve_model(tiny_dir) as back:  # the endpoint comes back elsewhere
         resumed = subprocess.run([sys.executable, "-m", "agentgym", "eval", "--resume", "--run", "dies", "--store",
-                                  store, "--policy", f"openai:{url2}/v1", "--json"], cwd=ROOT, capture_output=True,
+                                  store, "--policy", f"openai:{back.url}/v1", "--json"], cwd=ROOT, capture_output=True,
                                  text=True, timeout=300)
-    finally:
-        proc2.kill()
-        proc2.wait(timeout=30)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["complete"]
     scored = [e for e in TrajectoryStore(store).summaries(run_id="dies") if e["failure"] != "infra"]

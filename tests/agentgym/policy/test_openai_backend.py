@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,45 +11,18 @@ pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
-
 from agentgym.collector import Collector, Task  # noqa: E402
+from agentgym.launch import free_port, serve_model  # noqa: E402
 from agentgym.policy.base import BackendError, FinishReason, GenerationRequest, SamplingParams  # noqa: E402
 from agentgym.policy.openai import OpenAIBackend  # noqa: E402
 from agentgym.trajectory import EpisodeStatus, Failure  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tiny_dir):
     """`agentgym serve` on the tiny model, in a subprocess; yields its base URL."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(tiny_dir), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"agentgym serve exited with {proc.returncode}: {proc.stdout.read()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("agentgym serve did not answer /health within 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=120)  # a loaded machine can take a while to shut the server down
+    with serve_model(tiny_dir) as served:
+        yield served.url
 
 
 class FaultyProxy:
