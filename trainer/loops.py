@@ -29,6 +29,7 @@ from agentgym.collector.config import Task
 from agentgym.config import TrainConfig
 from agentgym.cost import totals as cost_totals
 from agentgym.credit.record import dropped_records, records_from_result
+from agentgym.data.meters import StageWindow
 
 
 @dataclass
@@ -93,6 +94,8 @@ class Progress:
         self.trained_episodes = int(log.rows()[-1]["episodes"]) if start and log.rows() else 0
         self.env_steps = int(log.rows()[-1].get("env_steps", 0)) if start and log.rows() else 0
         self.last = time.perf_counter()
+        self.last_wait = 0.0  #: the data manager's trainer_wait_s at the last record
+        self.stages = StageWindow()  #: names the bottleneck over the last updates
 
     def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
         now = time.perf_counter()
@@ -103,6 +106,13 @@ class Progress:
         self.env_steps += tally.turns
         wall = max(now - self.last, 1e-9)
         self.last = now
+        data = self.c.dm.metrics()
+        costs = cost_totals(tally.costs)
+        # the trainer's wait for data since the last update: the pull in async mode, the collection in sync mode
+        waited = data.trainer_wait_s - self.last_wait if self.cfg.mode == "async" else wall - stats.seconds
+        self.last_wait = data.trainer_wait_s
+        stages = self.stages.add(wall, waited, {"policy": costs["policy_s"], "env": costs["env_s"],
+                                                "queue": costs["queue_s"]})
         row: dict[str, float] = {
             "update": update, "policy_version": version, "episodes": self.trained_episodes,
             "env_steps": self.env_steps,  #: turns of every episode collected so far (dropped ones included)
@@ -119,8 +129,8 @@ class Progress:
             "tokens_per_s": stats.tokens / wall, "update_s": stats.seconds, "iteration_s": wall,
             "lr": float(self.c.policy.scheduler.get_last_lr()[0]),
             "elapsed_s": self.elapsed_before + now - self.started,
-            **stats.flat(), **self.c.dm.metrics().flat(), **extra, **_drop_shares(dropped, len(batch.episodes)),
-            **{f"cost/{k}": v for k, v in cost_totals(tally.costs).items()},
+            **stats.flat(), **data.flat(), **extra, **_drop_shares(dropped, len(batch.episodes)),
+            **{f"cost/{k}": v for k, v in costs.items()}, **stages,
         }
         self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
         self.write_credit(update, version - 1, dropped)

@@ -12,15 +12,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.data.meters import bottleneck_name
+
 #: columns of the live table: (metric key, header, format)
 COLUMNS = (("update", "update", "{:.0f}"), ("episodes", "episodes", "{:.0f}"), ("success_rate", "success", "{:.2f}"),
            ("reward_mean", "reward", "{:.2f}"), ("tokens_per_s", "tok/s", "{:.0f}"),
            ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "eval", "{:.2f}"),
-           ("entropy", "entropy", "{:.2f}"), ("capped_turns", "cut", "{:.0f}"), ("elapsed_s", "time", "{:.0f}s"))
+           ("entropy", "entropy", "{:.2f}"), ("capped_turns", "cut", "{:.0f}"), ("bottleneck", "bottleneck", ""),
+           ("elapsed_s", "time", "{:.0f}s"))
 
 
 def _cell(row: dict[str, float], key: str, fmt: str) -> str:
     """One table cell; held-out success carries its 95% interval ("0.62±0.12") so noise is not read as progress."""
+    if key == "bottleneck":  # a name, from the one-hot bottleneck/<stage> metrics
+        return bottleneck_name(row)
     value = row.get(key)
     if value is None or not math.isfinite(value):
         return "-"

@@ -350,4 +350,4 @@ class DataManager:
                 max_staleness=max(self._staleness, default=0), trainer_idle_frac=self._trainer_wait.fraction(),
                 rollout_idle_frac=idle, env_utilization=util, pushed=self._pushed,
                 trained=len(self._cursor.consumed), dropped=dict(self._dropped),
-                infra_failures=self._infra_failures)
+                infra_failures=self._infra_failures, trainer_wait_s=self._trainer_wait.waited)

@@ -15,6 +15,7 @@ import yaml
 from agentgym.trainer.train import train
 
 from agentgym.config import load_train_config
+from agentgym.data.meters import STAGES, bottleneck_name
 from agentgym.store import TrajectoryStore
 
 TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=8, chat_tools=False, model="tiny",
@@ -59,7 +60,10 @@ def test_async_run_trains_with_bounded_staleness(tmp_path):
     assert result.updates == 3 and [r["update"] for r in rows] == [1, 2, 3]
     assert max(r["staleness_max"] for r in rows) <= 1
     # what the collected episodes cost, per update (agentgym.cost)
-    assert all(r["cost/episodes"] > 0 and r["cost/tokens_out"] > 0 and r["cost/policy_s"] > 0 for r in rows)
+    # (an update may see no episode end in its window; the run as a whole must)
+    assert all(r["cost/tokens_out"] >= 0 and "cost/env_s" in r for r in rows)
+    assert sum(r["cost/episodes"] for r in rows) > 0 and sum(r["cost/policy_s"] for r in rows) > 0
+    assert all(bottleneck_name(r) in STAGES for r in rows)  # every row names the stage that limits the run
 
 
 def test_resume_after_sigkill_neither_repeats_nor_loses_episodes(tmp_path):
