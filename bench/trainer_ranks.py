@@ -38,6 +38,7 @@ def synthetic_batch(groups: int, group_size: int, turns: int, vocab: int, seed: 
                                      action_ids=[rng.randrange(vocab) for _ in range(n_act)],
                                      action_logprobs=[-rng.uniform(0.5, 3.0) for _ in range(n_act)],
                                      token_versions=[0] * n_act))
+            ep.turns[-1].reward, ep.turns[-1].terminated = ep.total_reward, True  # what per-turn estimators read
             episodes.append(ep)
     return TrainBatch(episodes, [1.0] * len(episodes), [0] * len(episodes), version=0, index=0)
 
@@ -52,6 +53,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--sft-steps", type=int, default=0, help="SFT warm start steps on the batch's episodes first")
     ap.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (YAML value)")
     ap.add_argument("--out", required=True, help="rank 0 writes its JSON result here")
     ap.add_argument("--weights", default=None, help="rank 0 saves the full weights here (torch.save)")
@@ -130,18 +132,27 @@ def run_rank(args: argparse.Namespace) -> None:
         state = ckpt.load(ckpt.latest(), model=side.model, optimizer=side.optimizer, scheduler=side.scheduler)
         side.updater.load_shuffle_state(state.extra)
         done = state.update
-    losses, tokens, seconds = [], 0, 0.0
+    sft_losses = []
+    if args.sft_steps:
+        from agentgym.trainer.sft import sft_policy_side
+
+        sft = sft_policy_side(side, batch.episodes, steps=args.sft_steps, lr=cfg.sft_lr, seed=cfg.seed,
+                              micro_batch_tokens=cfg.micro_batch_tokens)
+        sft_losses = [sft.first_loss, sft.last_loss]
+    losses, critic_losses, tokens, seconds = [], [], 0, 0.0
     for _ in range(args.updates):
         started = time.perf_counter()
         stats = side.updater.update(batch)
         seconds += time.perf_counter() - started
         losses.append(stats.loss)
+        critic_losses.append(stats.critic.get("value_loss"))
         tokens += stats.tokens
     if args.save:
         checkpoints(args.save).save(model=side.model, tokenizer=None, optimizer=side.optimizer,
                                     scheduler=side.scheduler, state=TrainerState(done + args.updates, 0, {}, side.updater.shuffle_state()))
     full = side.updater.strategy.gathered_state_dict()
     Path(args.out).write_text(json.dumps({"strategy": cfg.strategy, "world_size": world, "losses": losses,
+                                          "sft_losses": sft_losses, "critic_losses": critic_losses,
                                           "tokens_per_s": tokens / seconds, "update_s": seconds / args.updates}))
     if args.weights:
         torch.save(full, args.weights)

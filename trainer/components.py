@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from agentgym.trainer.collection import RolloutDriver
@@ -151,13 +152,15 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                           "layout expresses (position ids restart per segment); set layout: packed or auto")
     packed = cfg.layout == "packed" or (cfg.layout == "auto" and (device.type == "cuda" or windowed))
     reference = frozen_reference(model, cfg, group)
+    # the critic and the learned credit models live on the leader alone (it computes every rank's advantages);
+    # the critic copies the policy before it is sharded
+    critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm) \
+        if cfg.uses_critic and group.is_leader else None
     strategy = make_strategy(cfg.strategy, model, group, cpu_offload=cfg.fsdp_cpu_offload)
     optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)
     steps_per_update = cfg.ppo_epochs * cfg.mini_batches
     scheduler = build_scheduler(optimizer, warmup=cfg.lr_warmup_updates * steps_per_update,
                                 total=cfg.updates * steps_per_update, schedule=cfg.lr_schedule)
-    critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm) \
-        if cfg.uses_critic else None
     update_cfg = UpdateConfig(loss=loss_config(cfg), temperature=cfg.temperature, ppo_epochs=cfg.ppo_epochs,
                               mini_batches=cfg.mini_batches, micro_batch_tokens=cfg.micro_batch_tokens,
                               max_grad_norm=cfg.max_grad_norm, top_entropy_fraction=cfg.top_entropy_fraction,
@@ -165,11 +168,26 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
                               pad_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
                               success_reward=cfg.success_reward, estimator=cfg.estimator,
                               estimator_params=dict(cfg.estimator_params))
-    models = CreditModels(cfg.estimator, model, cfg.credit_model_params)
+    models = CreditModels(cfg.estimator, model, cfg.credit_model_params, policy_copy=policy_copier(spec, strategy))
     updater = PolicyUpdater(model, optimizer, scheduler, update_cfg, critic=critic, device=device,
-                            credit_models=models if models.active else None, strategy=strategy, reference=reference)
+                            credit_models=models if models.active and group.is_leader else None, strategy=strategy,
+                            reference=reference)
     return PolicySide(model, tokenizer, optimizer, scheduler, critic, updater,
                       prompt_tokenizer(tokenizer, cfg.chat_tools), packed, memory)
+
+
+def policy_copier(spec: ModelSpec, strategy: Any) -> Any:
+    """None (a deep copy of the policy serves), or under fsdp2 a callable that returns an unsharded copy of the
+    policy's current weights (the followers join the gather)."""
+    if not strategy.needs_gather:
+        return None
+
+    def unsharded_copy() -> Any:
+        copy_, _ = build_model(dataclasses.replace(spec, lora_rank=0))
+        copy_.load_state_dict(strategy.gathered_state_dict())
+        return copy_
+
+    return unsharded_copy
 
 
 def memory_plan(cfg: TrainConfig, spec: ModelSpec, group: RankGroup) -> MemoryPlan:

@@ -12,7 +12,7 @@ estimators need none of this (`CreditModels.inputs` returns nothing).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentgym.trajectory import Episode
@@ -21,9 +21,11 @@ from agentgym.trajectory import Episode
 class CreditModels:
     """Holds SPA's `ProgressEstimator` or OPRL's `ImplicitPRM` for estimator `name` (or nothing)."""
 
-    def __init__(self, name: str, policy: Any, params: dict[str, Any]):
+    def __init__(self, name: str, policy: Any, params: dict[str, Any], *, policy_copy: Callable[[], Any] | None = None):
+        """`policy_copy`: how to copy the policy's current weights when it is not a plain module (a sharded
+        fsdp2 policy); by default a deep copy of its base model."""
         self.name, self.params = name, dict(params)
-        self._policy = policy
+        self._policy, self._policy_copy = policy, policy_copy
         self.model: Any = None
         self._pending_state: dict[str, Any] | None = None
 
@@ -35,8 +37,11 @@ class CreditModels:
         if self.model is None and self.active:
             from agentgym.credit.learned import ImplicitPRM, ProgressEstimator
 
-            base = self._policy.get_base_model() if hasattr(self._policy, "peft_config") else self._policy
-            backbone = copy.deepcopy(base)
+            if self._policy_copy is not None:
+                backbone = self._policy_copy()
+            else:
+                base = self._policy.get_base_model() if hasattr(self._policy, "peft_config") else self._policy
+                backbone = copy.deepcopy(base)
             for p in backbone.parameters():
                 p.requires_grad_(True)
             cls = ProgressEstimator if self.name == "spa" else ImplicitPRM

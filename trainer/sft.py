@@ -20,7 +20,11 @@ from typing import Any
 
 import torch
 from agentgym.trainer.components import context_settings
+from agentgym.trainer.distributed.group import RankGroup
+from agentgym.trainer.distributed.shard import idle_sample, split_by_tokens
+from agentgym.trainer.distributed.strategy import Strategy
 from agentgym.trainer.forward import token_logprobs
+from agentgym.trainer.model import trainable_parameters
 from agentgym.trainer.packing import collate, episode_to_sample, micro_batches
 
 from agentgym.collector.collector import Collector
@@ -62,54 +66,88 @@ class SFTStats:
 
 
 def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
-        pad_id: int = 0, micro_batch_tokens: int = 8192) -> SFTStats:
+        pad_id: int = 0, micro_batch_tokens: int = 8192, strategy: Strategy | None = None) -> SFTStats:
     """`steps` full-batch AdamW steps of mean negative log-likelihood on the demonstrations' action tokens.
 
     Each step accumulates the gradient over micro-batches of at most `micro_batch_tokens` tokens (the same
-    gradient as one batch, without materialising one attention mask over every demonstration's tokens)."""
+    gradient as one batch, without materialising one attention mask over every demonstration's tokens).
+    With several ranks (`strategy` ddp / fsdp2; every rank calls this with the same demonstrations) each
+    step's samples are split over the ranks by tokens, still divided by the step's total action tokens:
+    the same steps as one process on the whole batch.
+    """
     if not demonstrations:
         raise ValueError("no successful solver demonstrations to warm start from; check the env's solver")
+    strategy = strategy or Strategy(model, RankGroup())
+    group = strategy.group
     rng = random.Random(seed)
     samples = [episode_to_sample(e, [1.0] * e.num_turns) for e in demonstrations]
     trained = sum(s.num_action_tokens for s in samples)
-    device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    device = group.device if group.distributed else next(model.parameters()).device
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=lr)
     model.train()
     losses = []
     for _ in range(steps):
         rng.shuffle(samples)
+        batches = _rank_micro_batches(samples, group, micro_batch_tokens, packed=packed, pad_id=pad_id, device=device)
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for group in micro_batches(samples, micro_batch_tokens):
-            batch = collate(group, packed=packed, pad_id=pad_id).to(device)
-            loss = -(token_logprobs(model, batch).logprobs * batch.loss_mask).sum() / trained
-            loss.backward()
+        for i, batch in enumerate(batches):
+            with strategy.accumulate(sync=i == len(batches) - 1):
+                loss = -(token_logprobs(strategy.train_module, batch).logprobs * batch.loss_mask).sum() / trained
+                (loss * group.world_size).backward()  # ddp / fsdp2 average gradients over ranks: undo it
             total += float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable_parameters(model), 1.0)
         optimizer.step()
-        losses.append(total)
+        losses.append(group.all_sum([total])[0])
     return SFTStats(steps, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
                     len(demonstrations))
 
 
-def warm_start(model: Any, tokenizer: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *,
-               steps: int, lr: float, max_turns: int | None, seed: int, packed: bool = True,
-               context: dict[str, Any] | None = None, micro_batch_tokens: int = 8192) -> SFTStats:
-    """Collect solver demonstrations of `tasks` (rendered with `tokenizer`) and run `sft` on them.
+def _rank_micro_batches(samples: list[Any], group: RankGroup, micro_batch_tokens: int, *, packed: bool, pad_id: int,
+                        device: Any) -> list[Any]:
+    """This rank's token share of one step in micro-batches, as many on every rank (idle ones pad: under fsdp2
+    every forward is a collective)."""
+    mine = split_by_tokens(samples, group.world_size)[group.rank] if group.world_size > 1 else samples
+    groups = micro_batches(mine, micro_batch_tokens)
+    count = int(group.all_max([float(len(groups))])[0])
+    groups += [[idle_sample(samples[0])] for _ in range(count - len(groups))]
+    return [collate(g, packed=packed, pad_id=pad_id).to(device) for g in groups]
+
+
+def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int,
+                    micro_batch_tokens: int = 8192) -> SFTStats:
+    """SFT of a run's policy (`PolicySide`) on every rank; the KL reference becomes the warm-started policy.
+
+    The leader tells the followers to join with the same demonstrations (they run this on its command).
+    """
+    strategy = p.updater.strategy
+    if strategy.group.is_leader:
+        strategy.group.lead("sft", {"demonstrations": demonstrations, "steps": steps, "lr": lr, "seed": seed,
+                                    "micro_batch_tokens": micro_batch_tokens})
+    stats = sft(p.model, demonstrations, steps=steps, lr=lr, seed=seed, packed=p.packed,
+                pad_id=p.tokenizer.pad_token_id or 0, micro_batch_tokens=micro_batch_tokens, strategy=strategy)
+    if p.updater.reference is not None:  # same layout as the policy (sharded alike under fsdp2)
+        p.updater.reference.load_state_dict(p.model.state_dict())
+    return stats
+
+
+def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *, steps: int, lr: float,
+               max_turns: int | None, seed: int, context: dict[str, Any] | None = None,
+               micro_batch_tokens: int = 8192) -> SFTStats:
+    """Collect solver demonstrations of `tasks` (rendered with `p.prompt_tokenizer`) and run SFT on `p`'s policy.
 
     The solver plays with the env's own turn limit; demonstrations longer than `max_turns` (the run's
     limit, which RL and evaluation use) are left out and counted in `SFTStats.too_long`, so the warm start
     never teaches what RL cannot finish. The caller warns about them.
     """
-    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, tokenizer, tasks, max_turns=None, seed=seed,
-                                               context=context))
+    demos = asyncio.run(collect_demonstrations(env_id, env_kwargs, p.prompt_tokenizer, tasks, max_turns=None,
+                                               seed=seed, context=context))
     longest = max((e.num_turns for e in demos), default=0)
     fitting = [e for e in demos if max_turns is None or e.num_turns <= max_turns]
     if demos and not fitting:
         raise ValueError(f"every solver demonstration takes more than max_turns={max_turns} turns (shortest "
                          f"{min(e.num_turns for e in demos)}); raise max_turns or leave it null for the env's limit")
-    stats = sft(model, fitting, steps=steps, lr=lr, seed=seed, packed=packed, pad_id=tokenizer.pad_token_id or 0,
-                micro_batch_tokens=micro_batch_tokens)
+    stats = sft_policy_side(p, fitting, steps=steps, lr=lr, seed=seed, micro_batch_tokens=micro_batch_tokens)
     stats.too_long, stats.longest = len(demos) - len(fitting), longest
     return stats
 
@@ -123,27 +161,30 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
     (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
     if not cfg.sft_steps:
         return
-    sft = warm_start(p.model, p.prompt_tokenizer, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes],
-                     steps=cfg.sft_steps, lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, packed=p.packed,
-                     context=context_settings(cfg), micro_batch_tokens=cfg.micro_batch_tokens)
+    sft = warm_start(p, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes], steps=cfg.sft_steps,
+                     lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, context=context_settings(cfg),
+                     micro_batch_tokens=cfg.micro_batch_tokens)
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
-    save_sft_policy(cfg.run_dir, p.model, p.tokenizer)
+    save_sft_policy(cfg.run_dir, p.model, p.tokenizer, p.updater.strategy)
     if sft.too_long:
         log.console.print(f"[yellow]warning[/]: {sft.too_long} solver demonstrations need more than "
                           f"max_turns={cfg.max_turns} turns (longest {sft.longest}); they were left out of "
                           "the warm start, and RL cannot finish such tasks: raise max_turns, or leave it "
                           "null to use the env's own limit")
-    if p.updater.reference is not None:  # the reference is the policy after the warm start
-        p.updater.reference.load_state_dict(p.model.state_dict())
 
 
-def save_sft_policy(run_dir: Path, model: Any, tokenizer: Any) -> Path:
-    """The model right after the SFT warm start, as ``checkpoints/sft/policy`` (``hf:RUN@sft``)."""
+def save_sft_policy(run_dir: Path, model: Any, tokenizer: Any, strategy: Strategy | None = None) -> Path:
+    """The model right after the SFT warm start, as ``checkpoints/sft/policy`` (``hf:RUN@sft``); leader only
+    (under fsdp2 the followers join the gather of the full weights)."""
     final = run_dir / "checkpoints" / "sft"
     tmp = final.with_name(f".tmp-sft-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp / "policy")
+    if strategy is not None and strategy.needs_gather:
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.save_pretrained(tmp / "policy", state_dict=strategy.gathered_state_dict())
+    else:
+        model.save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)

@@ -127,9 +127,11 @@ class PolicyUpdater:
 
     # ---- the update ----------------------------------------------------------------------------
     def update(self, batch: TrainBatch) -> UpdateStats:
-        """One update from `batch`; on the leader of several ranks, the followers join with the same batch."""
-        if self.group.is_leader:
-            self.group.lead("update", batch)
+        """One update from `batch`.
+
+        With several ranks the leader alone holds the critic and the learned credit models: it computes the
+        samples (advantages included), then the followers join the policy epochs with the same samples.
+        """
         started = time.perf_counter()
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
@@ -140,13 +142,22 @@ class PolicyUpdater:
         if self.critic is not None:
             packed = [self._collate(g) for g in self._groups(samples)]
             stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
-        if self.updates_done >= self.cfg.critic_warmup_updates:
+        training = self.updates_done >= self.cfg.critic_warmup_updates
+        self.group.lead("update", samples if training else None)
+        if training:
             self._policy_epochs(samples, stats)
         if self.credit_models is not None:  # SPA's progress estimator / OPRL's PRM learn from the same batch
             stats.credit_model = self.credit_models.update(batch.episodes)
         self.updates_done += 1
         stats.seconds = time.perf_counter() - started
         return stats
+
+    def follow_update(self, samples: list[Sample] | None) -> None:
+        """A follower's part of the leader's `update`: the policy epochs on the leader's samples (None: critic
+        warm-up, no policy step)."""
+        if samples is not None:
+            self._policy_epochs(samples, UpdateStats())
+        self.updates_done += 1
 
     def _samples(self, batch: TrainBatch) -> list[Sample]:
         episodes = batch.episodes

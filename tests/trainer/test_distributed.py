@@ -2,7 +2,8 @@
 
 The parity tests run `bench/trainer_ranks.py` (the trainer's own `build_policy_side` and update on a seeded
 synthetic global batch) with 1 process and with 2 ranks: the objective of every update must agree to 1e-5
-(relative) and the weights after 3 updates to 1e-4, for ddp and fsdp2; a sharded checkpoint saved with one
+(relative) and the weights after 3 updates to 1e-4, for ddp and fsdp2, with GRPO and with a critic (GAE) after
+an SFT warm start, and with a learned credit model (OPRL) under fsdp2; a sharded checkpoint saved with one
 world size resumes with the other and lands on the uninterrupted run's weights. The end-to-end test trains
 the tiny model on Maze-v0 with `torchrun -m agentgym train`, kills rank 1 mid-run, and resumes.
 """
@@ -28,7 +29,8 @@ from agentgym.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 NETNS = ROOT / "scripts" / "ray-netns.sh"
 RANKS = ROOT / "bench" / "trainer_ranks.py"
-BIN = Path(sys.executable).parent
+#: torchrun through this interpreter (a console script copied between venvs may name another one)
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 needs_netns = pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")),
                                  reason="needs unshare (util-linux) and ip (iproute2): run scripts/apt.sh")
@@ -36,8 +38,8 @@ needs_netns = pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("
 
 def torchrun(nproc: int, *args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`torchrun --nproc-per-node nproc ARGS` inside a fresh loopback-only network namespace."""
-    cmd = [str(NETNS), str(BIN / "torchrun"), f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1",
-           "--master-port=29500", *args]
+    cmd = [str(NETNS), *TORCHRUN, f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", "--master-port=29500",
+           *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -68,6 +70,15 @@ def one_process(tmp_path_factory) -> tuple[dict, dict]:
     return ranks(tmp_path_factory.mktemp("single"), "single", 1, "--strategy", "single", "--updates", "3")
 
 
+#: a critic estimator (GAE) after an SFT warm start: the leader's critic, every rank's share of SFT
+CRITIC_SFT = ("--updates", "3", "--sft-steps", "2", "--set", "estimator=gae")
+
+
+@pytest.fixture(scope="module")
+def one_process_critic_sft(tmp_path_factory) -> tuple[dict, dict]:
+    return ranks(tmp_path_factory.mktemp("single-gae"), "single", 1, "--strategy", "single", *CRITIC_SFT)
+
+
 def test_config_refuses_more_ranks_than_devices_and_unsupported_combinations():
     with pytest.raises(ConfigError, match="lower world_size"):
         load_train_config(None, {"strategy": "ddp", "world_size": (os.cpu_count() or 1) + 1, "device": "cpu"})
@@ -77,6 +88,8 @@ def test_config_refuses_more_ranks_than_devices_and_unsupported_combinations():
         load_train_config(None, {"world_size": 2})
     with pytest.raises(ConfigError, match="LoRA"):
         load_train_config(None, {"strategy": "fsdp2", "lora_rank": 4})
+    for estimator in ("gae", "spa", "oprl"):  # critic and learned credit models: on the leader
+        load_train_config(None, {"strategy": "fsdp2", "world_size": 1, "estimator": estimator, "sft_steps": 2})
 
 
 @needs_netns
@@ -85,6 +98,25 @@ def test_two_ranks_give_the_one_process_losses_and_weights(tmp_path, one_process
     two = ranks(tmp_path, strategy, 2, "--strategy", strategy, "--updates", "3")
     assert two[0]["world_size"] == 2 and len(two[0]["losses"]) == 3
     assert_same(one_process, two)
+
+
+@needs_netns
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_two_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_path, one_process_critic_sft,
+                                                                            strategy):
+    two = ranks(tmp_path, strategy, 2, "--strategy", strategy, *CRITIC_SFT)
+    assert two[0]["critic_losses"] == pytest.approx(one_process_critic_sft[0]["critic_losses"], rel=1e-5)
+    assert two[0]["sft_losses"] == pytest.approx(one_process_critic_sft[0]["sft_losses"], rel=1e-5)
+    assert_same(one_process_critic_sft, two)
+
+
+@pytest.mark.slow
+@needs_netns
+def test_two_fsdp2_ranks_match_one_process_with_a_learned_credit_model(tmp_path):
+    # OPRL's implicit PRM lives on the leader, copied from the gathered (unsharded) policy weights
+    learned = ("--updates", "3", "--set", "estimator=oprl")
+    one = ranks(tmp_path, "single", 1, "--strategy", "single", *learned)
+    assert_same(one, ranks(tmp_path, "fsdp2", 2, "--strategy", "fsdp2", *learned))
 
 
 @needs_netns
@@ -130,7 +162,7 @@ def test_killed_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
     config = tmp_path / "toy.yaml"
     config.write_text(json.dumps({**TOY, "output_dir": str(tmp_path), "updates": 40}))
     run_dir = tmp_path / "toy"
-    cmd = [str(NETNS), str(BIN / "torchrun"), "--nproc-per-node=2", "--master-addr=127.0.0.1", "--master-port=29500",
+    cmd = [str(NETNS), *TORCHRUN, "--nproc-per-node=2", "--master-addr=127.0.0.1", "--master-port=29500",
            "-m", "agentgym", "train", str(config)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -175,6 +207,21 @@ def test_two_ray_rank_actors_give_the_one_process_losses_and_weights(tmp_path, o
     result = json.loads(out.read_text())
     assert result["world_size"] == 2
     assert_same(one_process, (result, torch.load(weights)))
+
+
+@pytest.mark.ray
+@needs_netns
+def test_two_ray_fsdp2_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_path,
+                                                                                      one_process_critic_sft):
+    pytest.importorskip("ray", reason="install the ray extra: pip install -e '.[ray]'")
+    out, weights = tmp_path / "ray.json", tmp_path / "ray.pt"
+    done = subprocess.run([str(NETNS), sys.executable, str(RANKS), "--ray", "2", "--strategy", "fsdp2", *CRITIC_SFT,
+                           "--out", str(out), "--weights", str(weights)], capture_output=True, text=True, timeout=480,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["critic_losses"] == pytest.approx(one_process_critic_sft[0]["critic_losses"], rel=1e-5)
+    assert_same(one_process_critic_sft, (result, torch.load(weights)))
 
 
 @pytest.mark.ray

@@ -7,7 +7,8 @@ A checkpoint directory ``checkpoints/update-000010/`` holds
   with N ranks loads into M ranks: DCP reshards on load;
 - ``policy/``: the full model in Hugging Face format (loadable by `load_model`);
 - ``state.pt``: LR scheduler, RNG states, the data cursor, the policy version and the
-  update count (the same `TrainerState` as one-process checkpoints).
+  update count (the same `TrainerState` as one-process checkpoints), and the critic (it lives on the
+  leader alone, like the learned credit models, which travel in the state's `extra`).
 
 Every rank writes its shard into the same directory (a filesystem shared by the
 nodes), then the leader renames it into place and replaces ``latest`` atomically,
@@ -49,7 +50,8 @@ class ShardedCheckpointManager(CheckpointManager):
             tokenizer.save_pretrained(tmp / "policy")
         payload = {"scheduler": scheduler.state_dict(), "rng": rng_state(), "update": state.update,
                    "policy_version": state.policy_version, "cursor": state.cursor, "extra": state.extra,
-                   "world_size": self.group.world_size, "strategy": self.strategy.name}
+                   "world_size": self.group.world_size, "strategy": self.strategy.name,
+                   "critic": critic.state_dict() if critic is not None else None}  # the leader's alone
         torch.save(payload, tmp / "state.pt")
         return self._publish(tmp, final)
 
@@ -61,6 +63,8 @@ class ShardedCheckpointManager(CheckpointManager):
              critic: Any = None) -> TrainerState:
         self.group.lead("load", str(path))
         payload = self.load_shards(path, optimizer, scheduler)
+        if critic is not None and payload.get("critic") is not None:
+            critic.load_state_dict(payload["critic"])
         return TrainerState(payload["update"], payload["policy_version"], payload["cursor"], payload["extra"])
 
     # ---- every rank ------------------------------------------------------------------------------

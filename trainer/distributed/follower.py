@@ -4,7 +4,9 @@ The leader (rank 0) runs the whole local pipeline; a follower holds no collector
 store or run log. Each command makes it enter the collectives the leader enters
 next, in the same order:
 
-    update <batch>   the same update on its share of the batch
+    update <samples> the policy epochs on its share of the leader's samples (advantages computed by the leader,
+                     which alone holds the critic and the learned credit models)
+    sft <demos>      its share of the SFT warm start's steps
     gather           its part of gathering the full weights (fsdp2 weight sync)
     save <dir>       its DCP shard of a checkpoint (+ the gather for policy/)
     load <dir>       its shard of a checkpoint, resharded to this world size
@@ -17,6 +19,7 @@ import logging
 
 from agentgym.trainer.components import build_policy_side
 from agentgym.trainer.distributed.checkpoint import ShardedCheckpointManager
+from agentgym.trainer.sft import sft_policy_side
 
 from agentgym.config import TrainConfig
 
@@ -34,8 +37,10 @@ def follow(cfg: TrainConfig) -> int:
         while True:
             command, payload = group.next_command()
             if command == "update":
-                side.updater.update(payload)
+                side.updater.follow_update(payload)
                 updates += 1
+            elif command == "sft":
+                sft_policy_side(side, **payload)
             elif command == "gather":
                 strategy.full_state_dict()
             elif command == "save":
