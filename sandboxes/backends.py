@@ -77,12 +77,9 @@ def open(  # noqa: A001 - the public name is sandboxes.open
         raise ValueError(f"workdir={workdir!r} must be an absolute path to a fresh directory such as /work")
     chosen = choose_backend(backend)
     if chosen == "inline":
-        if privileges is not None and not privileges.is_default:
-            raise BackendUnavailable(f"privileges={privileges} need the Docker backend; inline sandboxes run "
-                                     "as their slot's unprivileged uid")
         from agentgym.sandboxes.inline import open_inline
 
-        return open_inline(image, limits=limits, network=network, workdir=workdir)
+        return open_inline(image, limits=limits, network=network, workdir=workdir, privileges=privileges)
     if chosen == "docker":
         from agentgym.sandboxes.docker import open_docker
 

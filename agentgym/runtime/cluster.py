@@ -113,7 +113,8 @@ class EnvCluster:
         profile = container_profile(docker_client, self.image)  # the default, or one running sandboxes inline
         directory = tempfile.mkdtemp(prefix="agentgym-env-")
         os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
-        command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(self.max_sessions),
+        max_sessions = min(self.max_sessions, profile.max_sessions or self.max_sessions)
+        command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(max_sessions),
                    "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
         host_config = docker_client.api.create_host_config(**profile.host_config(dict(
             network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
@@ -128,7 +129,7 @@ class EnvCluster:
         attach = docker_client.api.attach_socket(cid, params={"stdin": 1, "stream": 1})
         docker_client.api.start(cid)
         endpoint = f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/{self.env_id}"
-        replica = Replica(cid, directory, endpoint, attach, max_sessions=self.max_sessions)
+        replica = Replica(cid, directory, endpoint, attach, max_sessions=max_sessions)
         self._wait_healthy(replica)
         return replica
 

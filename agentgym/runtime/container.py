@@ -11,10 +11,16 @@ the container (see `agentgym.runtime.cluster`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import signal
 import sys
 import threading
+from collections.abc import Callable
+
+#: set by the root-sandbox container profile (agentgym.runtime.profile): serve as an unkillable pid 1
+PID1_GUARD = "AGENTGYM_SERVER_PID1"
 
 
 def _exit_on_eof() -> None:
@@ -39,7 +45,31 @@ def main(argv: list[str] | None = None) -> None:
     factory = server_factory(spec, json.loads(args.env_kwargs))
     if args.watch_stdin:
         threading.Thread(target=_exit_on_eof, name="stdin-watch", daemon=True).start()
-    serve(spec.id, factory, uds=args.uds, max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
+    run = functools.partial(serve, spec.id, factory, uds=args.uds, max_sessions=args.max_sessions,
+                            idle_timeout_s=args.idle_timeout)
+    if os.environ.get(PID1_GUARD) == "1":
+        _serve_as_unkillable_init(run)
+    else:
+        run()
+
+
+def _serve_as_unkillable_init(run: Callable[[], None]) -> None:
+    """Serve as the container's pid 1 with no signal handler at all (a root-sandbox image, SRE-v0).
+
+    The kernel delivers to a pid namespace's init only the signals it handles, and SIGKILL/SIGSTOP never, so
+    the model, root in the same container with CAP_KILL, cannot stop the server by `kill -9 -1` or `kill 1`
+    as long as no handler is installed: uvicorn installs its handlers only in the main thread, so it serves
+    from another one, and SIGINT goes back to the default. Orphans the model leaves are reaped here.
+    """
+    from agentgym.sandboxes.inline import reap_orphans
+
+    if os.getpid() != 1:
+        raise SystemExit(f"{PID1_GUARD}=1 needs the server to be the container's pid 1 (start it without --init)")
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    reap_orphans()
+    server = threading.Thread(target=run, name="env-server")
+    server.start()
+    server.join()
 
 
 if __name__ == "__main__":

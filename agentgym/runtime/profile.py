@@ -20,6 +20,17 @@ exactly this:
   server reaching it through the host user's group), so no slot can connect
   to the server or replace its socket.
 
+- ``LABEL agentgym.server.root-sandbox=/srv``: the env's model operates a
+  whole system as root (SRE-v0), so the replica *is* that system's container:
+  one session per replica, the sandbox is the root slot (work directory
+  ``/srv`` and ``/tmp``, tmpfs), the container gets the capabilities of
+  `Privileges.container_root()` (what the Docker backend gives the same
+  sandbox), and the server runs as pid 1 without Docker's init and without
+  any signal handler (``AGENTGYM_SERVER_PID1``): the kernel delivers no
+  SIGKILL or SIGSTOP to a namespace's init from inside it, so ``kill -9 -1``
+  by the model ends its own processes and its episode, not the server, which
+  then reports the episode as the model's doing (``system_destroyed``).
+
 A root server without CAP_DAC_OVERRIDE, CAP_CHOWN, CAP_FOWNER or CAP_KILL
 can read only its own and world-readable files, cannot signal the slots (it
 cleans a slot by running the cleaner as the slot's uid) and cannot change
@@ -36,6 +47,7 @@ from agentgym.errors import ConfigError
 
 SLOTS_LABEL = "agentgym.server.inline-slots"
 SLOT_SIZE_LABEL = "agentgym.server.slot-size"
+ROOT_SANDBOX_LABEL = "agentgym.server.root-sandbox"
 INLINE_CAPABILITIES = ["SETUID", "SETGID"]
 #: processes a slot's uid may have (its commands' RLIMIT_NPROC with Code-v0's defaults) and the server's share
 PIDS_PER_SLOT, SERVER_PIDS = 128, 512
@@ -52,6 +64,7 @@ class ContainerProfile:
     environment: dict[str, str] = field(default_factory=dict)
     init: bool = False
     pids_limit: int | None = None
+    max_sessions: int | None = None  #: a cap on the server's sessions (one for a root-sandbox image)
 
     def host_config(self, base: dict[str, Any]) -> dict[str, Any]:
         """`base` (create_host_config keyword arguments) with this profile's additions."""
@@ -67,10 +80,26 @@ class ContainerProfile:
         return config
 
 
+def _root_sandbox_profile(image: str, workdir: str) -> ContainerProfile:
+    from agentgym.runtime.container import PID1_GUARD
+    from agentgym.sandboxes.privileges import CONTAINER_ROOT_CAPABILITIES
+
+    if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/tmp", "/run", "/proc", "/sys", "/dev"):
+        raise ConfigError(f"image {image}: label {ROOT_SANDBOX_LABEL}={workdir!r} must be the absolute path of the "
+                          "root sandbox's own work directory, such as /srv")
+    return ContainerProfile(
+        directory_mode=0o770, group_add=[str(os.getgid())], cap_add=list(CONTAINER_ROOT_CAPABILITIES),
+        tmpfs={workdir: "size=64m,mode=0755,exec,nosuid,nodev", "/tmp": "size=64m,mode=1777,exec,nosuid,nodev",
+               "/var/lib/agentgym": "size=64m,mode=0700"},
+        environment={PID1_GUARD: "1"}, max_sessions=1)
+
+
 def container_profile(docker_client: Any, image: str) -> ContainerProfile:
     """The profile `image`'s labels ask for; a ConfigError when they are inconsistent."""
     config = docker_client.api.inspect_image(image)["Config"] or {}
     labels = config.get("Labels") or {}
+    if ROOT_SANDBOX_LABEL in labels:
+        return _root_sandbox_profile(image, labels[ROOT_SANDBOX_LABEL])
     if SLOTS_LABEL not in labels:
         return ContainerProfile()
     try:

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.sandboxes import ExecResult, Limits, Pool, Privileges, Sandbox, SandboxError
+from agentgym.sandboxes import ExecResult, Limits, Pool, Privileges, Sandbox, SandboxError, default_backend
 
 from agentgym.errors import EnvInfraError
 
@@ -53,7 +53,13 @@ class Health:
 
 
 def image_tag() -> str:
-    """The content-addressed tag of the SRE image, building the base and the image when missing."""
+    """The content-addressed tag of the SRE image, building the base and the image when missing.
+
+    Inside SRE-v0's own server image (docker/sre-env/, inline sandboxes) the system is this very container:
+    nothing to build.
+    """
+    if default_backend("docker") == "inline":
+        return "inline"
     with _lock:
         if IMAGE_NAME not in _images:
             from agentgym.sandboxes import images
@@ -68,13 +74,15 @@ def image_tag() -> str:
 
 def shared_pool(tag: str, limits: Limits, size: int) -> Pool:
     """The process-wide pool of root containers of `tag`, grown on demand up to `size`."""
+    if default_backend("docker") == "inline":
+        size = 1  # one root slot per replica: an episode waits for the previous one's reset
     with _lock:
         pool = _pools.get((tag, limits))
         if pool is None or pool.size < size:
             if pool is not None:
                 pool.size = size
             else:
-                pool = Pool(tag, size, limits=limits, workdir=WORKDIR, warm=False,
+                pool = Pool(tag, size, limits=limits, workdir=WORKDIR, warm=False, backend=default_backend("docker"),
                             privileges=Privileges.container_root(), start_workers=8)
                 _pools[(tag, limits)] = pool
         return pool

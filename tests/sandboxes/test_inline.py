@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from agentgym.sandboxes import BackendUnavailable, Limits, Sandbox, inline
+from agentgym.sandboxes import BackendUnavailable, Limits, Privileges, Sandbox, inline
 
 from agentgym import sandboxes
 
@@ -99,3 +99,8 @@ def test_refuses_outside_a_container_and_network_requests(monkeypatch) -> None:
     monkeypatch.setenv("AGENTGYM_INLINE_UNCONTAINED", "1")
     with pytest.raises(BackendUnavailable, match="no network to give"):
         sandboxes.open("none", backend="inline", network=True)
+
+
+def test_the_root_slot_needs_a_server_that_is_its_containers_pid_1(slots) -> None:
+    with pytest.raises(BackendUnavailable, match="must be its container's pid 1"):  # never on a host: its
+        sandboxes.open("none", backend="inline", privileges=Privileges.container_root())  # cleaner kills all but pid 1
