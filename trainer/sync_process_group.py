@@ -18,14 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
-from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
-from agentgym.trainer.weight_sync import post_json, server_root
+from agentgym.trainer.weight_sync import EngineSync, post_json
 
 from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, pack, plan
 from agentgym.policy.weight_group import WeightGroup
 
 
-class ProcessGroupSync:
+class ProcessGroupSync(EngineSync):
     """`WeightSync` into `agentgym serve` engines at `base_urls` through one `WeightGroup`."""
 
     name = "process_group"
@@ -33,11 +32,8 @@ class ProcessGroupSync:
     def __init__(self, base_urls: list[str], *, host: str = "127.0.0.1", group_backend: str | None = None,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES, timeout_s: float = 300.0, backend: Any = None,
                  adapter_only: bool = True):
-        if not base_urls:
-            raise ValueError("ProcessGroupSync needs at least one engine URL")
-        self.roots = [server_root(u) for u in base_urls]
-        self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
-        self.host, self.bucket_bytes, self.timeout_s, self.backend = host, bucket_bytes, timeout_s, backend
+        super().__init__(base_urls, timeout_s=timeout_s, backend=backend, adapter_only=adapter_only)
+        self.host, self.bucket_bytes = host, bucket_bytes
         self.group_backend = group_backend or ("nccl" if torch.cuda.is_available() else "gloo")
         self.group: WeightGroup | None = None
 
@@ -54,13 +50,6 @@ class ProcessGroupSync:
             self.group = group.connect()
         return self.group
 
-    def push(self, model: Any, version: int) -> int:
-        """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
-        if self.adapter_only and is_lora(model):
-            adapter, scaling = lora_adapter_state(model)
-            return self.push_state(adapter, version, lora_scaling=scaling)
-        return self.push_state(merged_state_dict(model), version)
-
     def push_state(self, state: dict[str, torch.Tensor], version: int, *,
                    lora_scaling: dict[str, float] | None = None) -> int:
         group = self.connect()
@@ -72,6 +61,4 @@ class ProcessGroupSync:
             for flat in pack(state, manifest, device=group.device):
                 group.broadcast(flat)
             versions = [r.result()["version"] for r in replies]
-        if any(v != version for v in versions):
-            raise RuntimeError(f"engines report versions {versions} after loading version {version}")
-        return self.backend.set_version(version) if self.backend is not None else version
+        return self._loaded(versions, version)

@@ -12,32 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
-from agentgym.trainer.weight_sync import post_json, server_root
+from agentgym.trainer.weight_sync import EngineSync, post_json
 
 from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, plan
 
 
-class SharedMemorySync:
+class SharedMemorySync(EngineSync):
     """`WeightSync` into `agentgym serve` engines on this host, through one shared-memory segment."""
 
     name = "shared_memory"
 
     def __init__(self, base_urls: list[str], *, bucket_bytes: int = DEFAULT_BUCKET_BYTES, timeout_s: float = 300.0,
                  backend: Any = None, adapter_only: bool = True):
-        if not base_urls:
-            raise ValueError("SharedMemorySync needs at least one engine URL")
-        self.roots = [server_root(u) for u in base_urls]
-        self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
-        self.bucket_bytes, self.timeout_s, self.backend = bucket_bytes, timeout_s, backend
+        super().__init__(base_urls, timeout_s=timeout_s, backend=backend, adapter_only=adapter_only)
+        self.bucket_bytes = bucket_bytes
         self.segment: Any = None
-
-    def push(self, model: Any, version: int) -> int:
-        """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
-        if self.adapter_only and is_lora(model):
-            adapter, scaling = lora_adapter_state(model)
-            return self.push_state(adapter, version, lora_scaling=scaling)
-        return self.push_state(merged_state_dict(model), version)
 
     def push_state(self, state: dict[str, torch.Tensor], version: int, *,
                    lora_scaling: dict[str, float] | None = None) -> int:
@@ -55,9 +44,7 @@ class SharedMemorySync:
                 "lora_scaling": lora_scaling}
         versions = [post_json(root, "/agentgym/weights/shm", body, timeout=self.timeout_s)["version"]
                     for root in self.roots]
-        if any(v != version for v in versions):
-            raise RuntimeError(f"engines report versions {versions} after loading version {version}")
-        return self.backend.set_version(version) if self.backend is not None else version
+        return self._loaded(versions, version)
 
     def _segment(self, nbytes: int) -> Any:
         from multiprocessing import shared_memory

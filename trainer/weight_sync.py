@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from agentgym.trainer.model import is_lora, merged_state_dict
+from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dict
 
 
 @runtime_checkable
@@ -103,6 +103,40 @@ class SaveAndReloadSync:
                 _post_update(backend.base_url, path, version)
             return backend.set_version(version)
         return backend.update_weights(path, version=version)
+
+
+class EngineSync:
+    """Shared by the syncs into `agentgym serve` engines at `base_urls` (process group, shared memory).
+
+    `push` sends the full merged weights, or only the adapter of a LoRA model (`adapter_only`; the
+    engine merges it); a subclass's `push_state` delivers a state dict and returns `_loaded(...)`
+    of the versions the engines report.
+    """
+
+    name: str
+
+    def __init__(self, base_urls: list[str], *, timeout_s: float, backend: Any, adapter_only: bool):
+        if not base_urls:
+            raise ValueError(f"{type(self).__name__} needs at least one engine URL")
+        self.roots = [server_root(u) for u in base_urls]
+        self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
+        self.timeout_s, self.backend = timeout_s, backend
+
+    def push(self, model: Any, version: int) -> int:
+        """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
+        if self.adapter_only and is_lora(model):
+            adapter, scaling = lora_adapter_state(model)
+            return self.push_state(adapter, version, lora_scaling=scaling)
+        return self.push_state(merged_state_dict(model), version)
+
+    def push_state(self, state: dict[str, Any], version: int, *, lora_scaling: dict[str, float] | None = None) -> int:
+        raise NotImplementedError
+
+    def _loaded(self, versions: list[int], version: int) -> int:
+        """The new version once every engine reports it (recorded on the client backend, if any)."""
+        if any(v != version for v in versions):
+            raise RuntimeError(f"engines report versions {versions} after loading version {version}")
+        return self.backend.set_version(version) if self.backend is not None else version
 
 
 def server_root(base_url: str) -> str:
