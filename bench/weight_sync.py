@@ -16,42 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def start_server(model_dir: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(model_dir), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"agentgym serve exited: {proc.stdout.read()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("agentgym serve did not come up within 180 s") from None
-            time.sleep(0.2)
 
 
 def syncs(url: str, tokenizer: Any, workdir: Path) -> dict[str, Any]:
@@ -70,6 +40,7 @@ def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0) -> dict[
     import httpx
     from agentgym.trainer.model import ModelSpec, build_model, lora_adapter_state, merged_state_dict
 
+    from agentgym.launch import serve_model
     from agentgym.policy.models import TinyModelSpec, tiny_model_dir
     from agentgym.policy.weight_buckets import digest
 
@@ -78,7 +49,8 @@ def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0) -> dict[
     model, tokenizer = build_model(ModelSpec(tiny=tiny, device="cpu", lora_rank=lora_rank, lora_alpha=2 * lora_rank))
     nbytes = sum(t.numel() * t.element_size() for t in merged_state_dict(model).values())
     sent = sum(t.numel() * t.element_size() for t in lora_adapter_state(model)[0].values()) if lora_rank else nbytes
-    proc, url = start_server(tiny_model_dir(tiny))
+    server = serve_model(tiny_model_dir(tiny), timeout_s=180)
+    url = server.url
     out: dict[str, Any] = {"model_mb": nbytes / 1e6, "adapter_mb": sent / 1e6 if lora_rank else None,
                            "repeats": repeats, "paths": {}}
     version = 0
@@ -104,8 +76,7 @@ def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0) -> dict[
                 if hasattr(sync, "close"):
                     sync.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()
     base = out["paths"]["save_reload"]["s_per_100mb"]
     for row in out["paths"].values():
         row["speedup_vs_save_reload"] = base / row["s_per_100mb"]

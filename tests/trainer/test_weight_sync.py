@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -18,35 +11,15 @@ pytest.importorskip("uvicorn")
 from agentgym.trainer.model import ModelSpec, build_model  # noqa: E402
 from agentgym.trainer.weight_sync import SaveAndReloadSync  # noqa: E402
 
+from agentgym.launch import serve_model  # noqa: E402
 from agentgym.policy.base import GenerationRequest, SamplingParams  # noqa: E402
-from agentgym.policy.models import tiny_model_dir  # noqa: E402
 from agentgym.policy.openai import OpenAIBackend  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "serve", str(tiny_model_dir()), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        assert proc.poll() is None, proc.stdout.read()
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            if time.monotonic() > deadline:
-                pytest.fail("agentgym serve did not come up within 120 s")
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+def server(tiny_dir):
+    with serve_model(tiny_dir) as served:
+        yield served.url
 
 
 async def greedy(backend: OpenAIBackend, ids: list[int]) -> list[int]:
