@@ -43,6 +43,8 @@ class EnvSpec:
     #: default turn limit the collector applies (None: the env's own)
     max_turns: int | None = None
     description: str = ""
+    #: the env server image family (docker/<image>/) that serves it in a container; None: the generic image
+    image: str | None = None
 
     @property
     def name(self) -> str:
@@ -183,13 +185,15 @@ def register(
     *,
     max_turns: int | None = None,
     description: str = "",
+    image: str | None = None,
     kwargs: Mapping[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> EnvSpec:
     """Register an env under a versioned id.
 
-    `max_turns` and `description` are the spec's own options (`max_turns`: the turn limit runs use
-    unless they set one). The env's default constructor arguments are `kwargs` (a mapping, Gymnasium's
+    `max_turns`, `description` and `image` are the spec's own options (`max_turns`: the turn limit runs
+    use unless they set one; `image`: the env server image family, ``docker/<image>/``, that serves the
+    env in a container, default the generic ``env`` image). The env's default constructor arguments are `kwargs` (a mapping, Gymnasium's
     way, which also carries names the spec uses itself: ``kwargs={"max_turns": 50}`` reaches the
     constructor) and any further keyword arguments.
     """
@@ -204,7 +208,11 @@ def register(
         )
     if max_turns is not None and max_turns < 1:
         raise RegistrationError(f"env '{id}': max_turns must be >= 1, got {max_turns}")
-    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), max_turns=max_turns, description=description)
+    if image is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", image):
+        raise RegistrationError(f"env '{id}': image {image!r} must be a docker/<family>/ directory name "
+                                "(lower-case letters, digits, '.', '_', '-')")
+    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), max_turns=max_turns, description=description,
+                   image=image)
     registry.add(spec)
     _mirror_into_gymnasium(spec)
     return spec

@@ -42,6 +42,7 @@ def register_builtin_envs() -> None:
         "agentgym.envs.browser.env:BrowserEnv",
         description="Web tasks in headless Chromium (local shop/forms/mail sites, MiniWoB++): page tree with bids, "
                     "click/fill/select actions; needs agentgym[browser] and Debian's chromium.",
+        image="browser",
     )
     register(
         "SRE-v0",

@@ -3,7 +3,8 @@
 An env image directory may hold `debs.txt`: Debian package names, one per
 line (`#` comments). Before the build, `fetch` asks the host's apt for those
 packages and everything they need that the base image lacks, resolved against
-the base image's own dpkg status and the base's suite (bookworm, main), with
+the base image's own dpkg status and the base's suite (bookworm main and its
+security updates), with
 a private apt state (no change to the host's apt). The .deb files go into
 `debs/` of a staged copy of the build context, where the Dockerfile installs
 them with `dpkg -i` while the build runs with `network_mode="none"`.
@@ -22,6 +23,8 @@ from agentgym.sandboxes.errors import SandboxError
 
 SUITE = os.environ.get("AGENTGYM_BASE_SUITE", "bookworm")
 MIRROR = os.environ.get("AGENTGYM_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+#: the suite's security updates (Chromium's, among others, land there first); "" leaves them out
+SECURITY_MIRROR = os.environ.get("AGENTGYM_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 APT_TIMEOUT_S = 600
 
 
@@ -47,7 +50,10 @@ def fetch(packages: list[str], status: bytes, dest: Path) -> list[Path]:
         root = Path(tmp)
         for sub in ("lists/partial", "archives/partial", "etc"):
             (root / sub).mkdir(parents=True)
-        (root / "etc/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
+        sources = f"deb {MIRROR} {SUITE} main\n"
+        if SECURITY_MIRROR:
+            sources += f"deb {SECURITY_MIRROR} {SUITE}-security main\n"
+        (root / "etc/sources.list").write_text(sources)
         (root / "status").write_bytes(status)
         options = [
             f"-oDir::Etc::sourcelist={root}/etc/sources.list", "-oDir::Etc::sourceparts=-",

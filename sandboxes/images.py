@@ -6,6 +6,8 @@ the base image id) and `agentgym/<name>:latest`; a build whose hash tag already
 exists is skipped. Builds run with `network_mode="none"` and never pull.
 A directory with a `debs.txt` gets those Debian packages fetched on the host
 first (see `sandboxes.debs`); the hash covers the list, not the fetched files.
+Directories whose Dockerfile carries the label `SERVER_LABEL` are env server
+images, built by `agentgym.runtime.images` (they need wheels staged), not here.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from agentgym.sandboxes.errors import ImageNotFound, SandboxError
 
 BASE_IMAGE = "agentgym/base:bookworm"
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+#: the Dockerfile label of env server images (agentgym.runtime.images builds those)
+SERVER_LABEL = "agentgym.role=env-server"
 
 
 @dataclass(frozen=True)
@@ -37,10 +41,11 @@ class BuildResult:
 
 
 def env_images(root: Path = DOCKER_DIR) -> dict[str, Path]:
-    """Every env image directory under `root` (a subdirectory holding a Dockerfile), by name."""
+    """Every sandbox image directory under `root` (a subdirectory holding a Dockerfile without `SERVER_LABEL`)."""
     if not root.is_dir():
         return {}
-    return {p.name: p for p in sorted(root.iterdir()) if (p / "Dockerfile").is_file()}
+    dockerfiles = {p.name: p / "Dockerfile" for p in sorted(root.iterdir()) if (p / "Dockerfile").is_file()}
+    return {name: f.parent for name, f in dockerfiles.items() if SERVER_LABEL not in f.read_text()}
 
 
 def content_hash(context: Path, base_id: str) -> str:
@@ -96,20 +101,25 @@ def build(name: str, *, force: bool = False, root: Path = DOCKER_DIR) -> BuildRe
 
 def _build_with_debs(docker_client: Any, context: Path, tag: str) -> None:
     """Stage the context with the .debs of its debs.txt in `debs/`, then build from the staged copy."""
-    from agentgym.sandboxes import debs
-
     with tempfile.TemporaryDirectory(prefix="agentgym-build-") as tmp:
         staged = Path(tmp) / context.name
         shutil.copytree(context, staged, symlinks=True)
-        status = debs.base_status(docker_client, BASE_IMAGE)
-        debs.fetch(debs.read_list(context / "debs.txt"), status, staged / "debs")
+        stage_debs(docker_client, context / "debs.txt", staged / "debs", BASE_IMAGE)
         _run_build(docker_client, staged, tag)
 
 
-def _run_build(docker_client: Any, context: Path, tag: str) -> None:
+def stage_debs(docker_client: Any, debs_txt: Path, dest: Path, parent_image: str) -> None:
+    """Fetch the packages of `debs_txt` and what they need beyond `parent_image` into `dest` (see `sandboxes.debs`)."""
+    from agentgym.sandboxes import debs
+
+    debs.fetch(debs.read_list(debs_txt), debs.base_status(docker_client, parent_image), dest)
+
+
+def _run_build(docker_client: Any, context: Path, tag: str, buildargs: dict[str, str] | None = None) -> None:
     log: list[str] = []
     for chunk in docker_client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, pull=False,
-                                         network_mode="none", decode=True, labels={"agentgym.image": tag}):
+                                         network_mode="none", decode=True, labels={"agentgym.image": tag},
+                                         buildargs=buildargs):
         if "stream" in chunk:
             log.append(chunk["stream"])
         if "error" in chunk:

@@ -103,12 +103,16 @@ def up(
     import time
 
     from agentgym.runtime.cluster import EnvCluster
+    from agentgym.runtime.images import image_for
 
     spec = registry[env_id]
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
     make(spec.id, **kwargs).close()  # bad kwargs fail here, before any container starts
-    console.print(f"starting {replicas} {spec.id} container(s) (the first run builds the image)...")
+    family = image_for(spec.id)
+    console.print(f"starting {replicas} {spec.id} container(s) of image agentgym/{family} (docker/{family}/; "
+                  "the first run builds it)...", highlight=False)
     cluster = EnvCluster(spec.id, replicas=replicas, env_kwargs=kwargs, max_sessions=max_sessions).start()
+    console.print(f"image {cluster.image}", highlight=False)
     try:
         for endpoint in cluster.endpoints:
             print(endpoint, flush=True)

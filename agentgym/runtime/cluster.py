@@ -81,10 +81,10 @@ class EnvCluster:
 
     # ---- life cycle ----------------------------------------------------------------
     def start(self) -> EnvCluster:
-        """Build the image if needed, start every replica in parallel, wait until each is healthy."""
-        from agentgym.runtime.images import ensure_env_image
+        """Build the env's family image if needed, start every replica in parallel, wait until each is healthy."""
+        from agentgym.runtime.images import ensure_image, image_for
 
-        self.image = ensure_env_image()
+        self.image = ensure_image(image_for(self.env_id))
         started: list[Replica | BaseException] = [None] * self.replicas  # type: ignore[list-item]
 
         def one(i: int) -> None:
