@@ -14,11 +14,12 @@ training curves) live beside the episodes.
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
@@ -49,6 +50,10 @@ from agentgym.trajectory import Episode, EpisodeStatus, Failure
 
 if TYPE_CHECKING:
     from agentgym.credit.record import TurnCredit
+
+log = logging.getLogger("agentgym.store")
+T = TypeVar("T")
+_WRITE_TRIES = 4  #: a write's attempts when the database drops the connection
 
 #: the reasons `end_in_flight` stores (infra failures: the data manager retries them, they are never trained)
 IN_FLIGHT_AT_RESUME = "in flight when the trainer stopped (killed); ended on resume"
@@ -223,6 +228,21 @@ class TrajectoryStore:
         self.close()
 
     # ---- writing ---------------------------------------------------------
+    def _write(self, work: Callable[[sa.Connection], T]) -> T:
+        """Run `work` in one transaction, again (up to `_WRITE_TRIES` times) when the database dropped the
+        connection or was busy (a server restart, ``pg_terminate_backend``, a locked SQLite file): every write
+        here replaces rows by key, so running it again is safe."""
+        for attempt in range(_WRITE_TRIES):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except OperationalError as exc:
+                if attempt == _WRITE_TRIES - 1:
+                    raise
+                log.warning("store write failed (%s); trying again", str(exc.orig).strip().splitlines()[0])
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def put(self, episode: Episode) -> None:
         """Write one episode (replacing any earlier version with the same id)."""
         self.put_many([episode])
@@ -236,7 +256,8 @@ class TrajectoryStore:
         ep_rows = [episode_row(e) for e in episodes]
         turn_rows = [turn_row(e.id, t) for e in episodes for t in e.turns]
         cost_rows = [row for row in map(cost_row, episodes) if row is not None]
-        with self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> None:
             for chunk in chunks(ids, 500):
                 for table, column in ((turns_table, "episode_id"), (episode_costs_table, "episode_id"),
                                       (episodes_table, "id")):
@@ -246,6 +267,8 @@ class TrajectoryStore:
                 conn.execute(sa.insert(turns_table), turn_rows)
             if cost_rows:
                 conn.execute(sa.insert(episode_costs_table), cost_rows)
+
+        self._write(write)
         return len(episodes)
 
     def end_in_flight(self, run_id: str, reason: str) -> int:
@@ -265,7 +288,8 @@ class TrajectoryStore:
             return 0
         trained = [{"eid": r["episode_id"], "idx": r["index"], "adv": r["advantage"]} for r in rows if not r["dropped"]]
         keys = sa.tuple_(turn_credit_table.c.episode_id, turn_credit_table.c["index"])
-        with self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> None:
             for chunk in chunks(rows, 400):
                 conn.execute(sa.delete(turn_credit_table).where(
                     keys.in_([(r["episode_id"], r["index"]) for r in chunk])))
@@ -274,6 +298,8 @@ class TrajectoryStore:
                 conn.execute(sa.update(turns_table).where(
                     (turns_table.c.episode_id == sa.bindparam("eid")) & (turns_table.c["index"] == sa.bindparam("idx"))
                 ).values(advantage=sa.bindparam("adv")).execution_options(synchronize_session=False), trained)
+
+        self._write(write)
         return len(rows)
 
     def credit(self, episode_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -288,24 +314,29 @@ class TrajectoryStore:
         return out
 
     def delete(self, episode_id: str) -> bool:
-        with self.engine.begin() as conn:
-            conn.execute(sa.delete(turn_credit_table).where(turn_credit_table.c.episode_id == episode_id))
-            conn.execute(sa.delete(turns_table).where(turns_table.c.episode_id == episode_id))
-            conn.execute(sa.delete(episode_costs_table).where(episode_costs_table.c.episode_id == episode_id))
+        def write(conn: sa.Connection) -> bool:
+            for table in (turn_credit_table, turns_table, episode_costs_table):
+                conn.execute(sa.delete(table).where(table.c.episode_id == episode_id))
             return conn.execute(sa.delete(episodes_table).where(episodes_table.c.id == episode_id)).rowcount > 0
+
+        return self._write(write)
 
     def log_run(self, run_id: str, config: dict[str, Any] | None = None) -> None:
         """Record a run and its config (idempotent)."""
-        with self.engine.begin() as conn:
+        def write(conn: sa.Connection) -> None:
             conn.execute(sa.delete(runs_table).where(runs_table.c.id == run_id))
             conn.execute(sa.insert(runs_table).values(id=run_id, created_at=time.time(), config=config or {}))
 
+        self._write(write)
+
     def log_metrics(self, run_id: str, step: int, values: dict[str, float]) -> None:
         """Record one step of a run's metrics (idempotent per run and step)."""
-        with self.engine.begin() as conn:
+        def write(conn: sa.Connection) -> None:
             conn.execute(sa.delete(metrics_table).where(
                 (metrics_table.c.run_id == run_id) & (metrics_table.c.step == step)))
             conn.execute(sa.insert(metrics_table).values(run_id=run_id, step=step, time=time.time(), values=values))
+
+        self._write(write)
 
     # ---- reading ---------------------------------------------------------
     def get(self, episode_id: str) -> Episode:

@@ -150,3 +150,29 @@ def _open_and_write(args):
     store = TrajectoryStore(url)
     store.put(make_episode(i))
     return store.count()
+
+
+@pytest.mark.postgres
+def test_a_write_survives_the_server_terminating_its_connection(postgres_url):
+    """`pg_terminate_backend` on the store's connection in the middle of a write (the soak's store_disconnect):
+    the write is run again on a fresh connection (writes replace rows by key), nothing is written twice."""
+    import sqlalchemy as sa
+
+    store = TrajectoryStore(postgres_url)
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    killed = []
+
+    @sa.event.listens_for(store.engine, "before_cursor_execute")
+    def terminate_once(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT") and not killed:
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            with admin.connect() as other:
+                killed.append(other.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar())
+
+    episodes = [make_episode(i) for i in range(3)]
+    store.put_many(episodes)
+    store.log_metrics("r1", 1, {"loss": 0.5})
+    assert killed == [True]
+    assert store.count(run_id="r1") == 3 and store.get(episodes[0].id).turns == episodes[0].turns
+    assert [(m["step"], m["loss"]) for m in store.metrics("r1")] == [(1, 0.5)]
+    admin.dispose()
