@@ -1,7 +1,7 @@
 """The trainer's side of weight sync into vLLM workers through a process group (`agentgym.policy.vllm_weights`).
 
 The engine must have been started with ``worker_extension_cls=agentgym.policy.vllm_weights.EXTENSION``.
-GPU only (NCCL); not run on the CPU machines agentgym's tests use.
+NCCL on GPUs, gloo on a CPU build of vLLM (the engine test runs it so).
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ class VLLMProcessGroupSync:
     name = "process_group"
 
     def __init__(self, backend: Any, *, loop: asyncio.AbstractEventLoop | None = None, host: str = "127.0.0.1",
-                 group_backend: str = "nccl", bucket_bytes: int = 256 << 20, timeout_s: float = 300.0):
+                 group_backend: str | None = None, bucket_bytes: int = 256 << 20, timeout_s: float = 300.0):
+        import torch
+
         self.backend, self.loop, self.host = backend, loop, host
+        group_backend = group_backend or ("nccl" if torch.cuda.is_available() else "gloo")
         self.group_backend, self.bucket_bytes, self.timeout_s = group_backend, bucket_bytes, timeout_s
         self.group: Any = None
 

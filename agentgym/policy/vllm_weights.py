@@ -12,9 +12,9 @@ then `agentgym.trainer.sync_vllm.VLLMProcessGroupSync` on the trainer side:
               own loader: fused qkv / gate-up layouts and tensor-parallel slicing happen there),
               then the prefix cache is reset and the backend's version bumped
 
-This follows vLLM's RLHF examples; it needs a GPU build of vLLM and was not run
-on the CPU machines agentgym's tests use (they cover the same buckets and group
-through `agentgym serve`).
+This follows vLLM's RLHF examples. NCCL on GPUs; on a CPU build of vLLM the same
+path runs over gloo (`tests/agentgym/policy/test_vllm_backend.py` pushes weights
+into a real CPU engine this way and checks its log-probs).
 """
 
 from __future__ import annotations
@@ -37,16 +37,27 @@ class WeightGroupExtension:
         return rank
 
     def agentgym_receive(self, manifest: dict[str, Any]) -> int:
-        """Take one bucketed broadcast and load it; returns the number of tensors loaded."""
+        """Take one push (its buckets, broadcast in order) and load it; returns the number of tensors loaded.
+
+        The tensors go through vLLM's in-place reload (`model_runner.reload_weights`), which also redoes what the
+        engine did to the weights after its first load (kernel layouts, CPU GEMM packing): calling the model's
+        `load_weights` directly fails on such layers.
+        """
         import torch
 
         from agentgym.policy.weight_buckets import Manifest, unpack
 
-        loaded = 0
-        for bucket in Manifest.from_dict(manifest).buckets:
-            flat = torch.empty(bucket.numel, dtype=bucket.torch_dtype, device=self.agentgym_group.device)
-            self.agentgym_group.broadcast(flat)
-            tensors = list(unpack(bucket, flat))
-            self.model_runner.model.load_weights(weights=tensors)
-            loaded += len(tensors)
-        return loaded
+        buckets = Manifest.from_dict(manifest).buckets
+        received = [0]
+
+        def tensors() -> Any:
+            for bucket in buckets[received[0]:]:
+                flat = torch.empty(bucket.numel, dtype=bucket.torch_dtype, device=self.agentgym_group.device)
+                self.agentgym_group.broadcast(flat)
+                received[0] += 1
+                yield from unpack(bucket, flat)
+
+        self.model_runner.reload_weights(weights_iterator=tensors())
+        for _ in tensors():  # every bucket must be taken, or the next push's broadcasts would be out of step
+            pass
+        return sum(len(b.entries) for b in buckets)

@@ -36,11 +36,28 @@ def test_vllm_engine_in_its_own_venv():
     if not VLLM_PYTHON.exists():
         pytest.fail(f"{VLLM_PYTHON} is missing: run scripts/vllm-venv.sh (or set AGENTGYM_VLLM_PYTHON)")
     proc = subprocess.run([str(VLLM_PYTHON), "-m", "pytest", __file__, "-q", "-x", "-p", "no:cacheprovider",
-                           "-k", "engine_generates"], cwd=ROOT, capture_output=True, text=True, timeout=850,
+                           "-k", "test_engine_"], cwd=ROOT, capture_output=True, text=True, timeout=850,
                           env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail
-    assert "1 passed" in proc.stdout, tail
+    assert "2 passed" in proc.stdout, tail
+
+
+def tiny_engine_model() -> str:
+    from agentgym.policy.models import TinyModelSpec, tiny_model_dir
+
+    # vLLM's CPU attention needs head_dim >= 32: a tiny model with head_dim 64
+    return tiny_model_dir(TinyModelSpec(hidden_size=128, num_heads=2, num_kv_heads=1, intermediate_size=256,
+                                        max_positions=2048))
+
+
+def model_logprobs(model, prompt: list[int], ids: list[int], temperature: float):
+    """The log-probs `model` gives the tokens `ids` after `prompt` (temperature-scaled softmax)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1]
+    return torch.log_softmax(logits / temperature, dim=-1).gather(1, torch.tensor(ids)[:, None])[:, 0]
 
 
 @pytest.mark.vllm
@@ -51,13 +68,11 @@ async def test_engine_generates_exact_ids_with_logprobs_collects_aborts_and_relo
 
     from agentgym.collector import Collector, Task
     from agentgym.policy.base import FinishReason, GenerationRequest, SamplingParams
-    from agentgym.policy.models import TinyModelSpec, load_model, tiny_model_dir
+    from agentgym.policy.models import load_model
     from agentgym.policy.vllm import VLLMBackend
     from agentgym.trajectory import EpisodeStatus
 
-    # vLLM's CPU attention needs head_dim >= 32: a tiny model with head_dim 64
-    path = tiny_model_dir(TinyModelSpec(hidden_size=128, num_heads=2, num_kv_heads=1, intermediate_size=256,
-                                        max_positions=2048))
+    path = tiny_engine_model()
     backend = VLLMBackend.from_pretrained(path, max_model_len=1024, dtype="float32", enforce_eager=True,
                                           max_num_seqs=32, kv_cache_memory_bytes=256 * 2**20)
     try:
@@ -68,9 +83,7 @@ async def test_engine_generates_exact_ids_with_logprobs_collects_aborts_and_relo
         [done] = await backend.generate([GenerationRequest("e1", prompt_ids=prompt, sampling=sampling)])
         assert 1 <= len(done.token_ids) == len(done.logprobs) and done.version == 0
         model, _ = load_model(path, dtype=torch.float32)
-        with torch.no_grad():
-            logits = model(torch.tensor([prompt + done.token_ids])).logits[0, len(prompt) - 1:-1]
-        expected = torch.log_softmax(logits / 0.7, dim=-1).gather(1, torch.tensor(done.token_ids)[:, None])[:, 0]
+        expected = model_logprobs(model, prompt, done.token_ids, 0.7)
         assert torch.allclose(torch.tensor(done.logprobs), expected, atol=2e-3)
 
         # -- the collector drives Maze with it; the ids the engine saw are the recorded ones
@@ -98,5 +111,46 @@ async def test_engine_generates_exact_ids_with_logprobs_collects_aborts_and_relo
         assert await backend.aupdate_weights(state) == 1
         [again] = await backend.generate([GenerationRequest("e2", prompt_ids=prompt, sampling=sampling)])
         assert again.version == 1 and again.logprobs != done.logprobs
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not HAVE_VLLM, reason="needs vLLM (runs inside .venv-vllm via the test above)")
+async def test_engine_takes_weights_pushed_in_memory_through_a_process_group():
+    import asyncio
+
+    import torch
+    from agentgym.trainer.sync_vllm import VLLMProcessGroupSync
+
+    from agentgym.policy.base import GenerationRequest, SamplingParams
+    from agentgym.policy.models import load_model
+    from agentgym.policy.vllm import VLLMBackend
+    from agentgym.policy.vllm_weights import EXTENSION
+
+    path = tiny_engine_model()
+    backend = VLLMBackend.from_pretrained(path, max_model_len=1024, dtype="float32", enforce_eager=True,
+                                          max_num_seqs=8, kv_cache_memory_bytes=128 * 2**20,
+                                          worker_extension_cls=EXTENSION)
+    try:
+        prompt = backend.tokenizer.apply_chat_template([{"role": "user", "content": "up or down?"}], tokenize=True,
+                                                       add_generation_prompt=True, return_dict=False)
+        sampling = SamplingParams(temperature=0.7, max_new_tokens=8, seed=3)
+        start, _ = load_model(path, dtype=torch.float32)
+        trainer, _ = load_model(path, dtype=torch.float32)
+        with torch.no_grad():  # the trainer's weights move away from the engine's
+            for name, param in trainer.named_parameters():
+                param.add_(torch.randn_like(param) * 0.05 if "mlp" in name or "embed" in name else 0)
+        # gloo on this CPU build (NCCL on GPUs): the buckets cross in memory, no file is written
+        sync = VLLMProcessGroupSync(backend, loop=asyncio.get_running_loop(), timeout_s=300, bucket_bytes=64 << 10)
+        for version, model in ((1, trainer), (2, start), (3, trainer)):  # one group, several pushes
+            assert await asyncio.to_thread(sync.push, model, version) == version
+            [done] = await backend.generate([GenerationRequest(f"e{version}", prompt_ids=prompt, sampling=sampling)])
+            assert done.version == version
+            got = torch.tensor(done.logprobs)
+            assert torch.allclose(got, model_logprobs(model, prompt, done.token_ids, 0.7), atol=2e-3)
+            other = start if model is trainer else trainer
+            assert not torch.allclose(got, model_logprobs(other, prompt, done.token_ids, 0.7), atol=2e-3)
     finally:
         await backend.aclose()
