@@ -148,13 +148,21 @@ class SimulatedUpdate:
 
 
 class VersionSync:
-    """SIMULATED weight sync: the backend's version moves to the trainer's (no weights to copy)."""
+    """SIMULATED weight sync: the backend's version moves to the trainer's (no weights to copy).
+
+    A `trainer.weight_sync.WeightSync` (not subclassed: this module loads the trainer lazily).
+    """
+
+    name = "simulated"
 
     def __init__(self, backend: Backend):
         self.backend = backend
 
     def push(self, model: Any, version: int) -> int:
         return self.backend.update_weights(None, version=version)
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Nothing to bind: the simulated backend lives in this process."""
 
 
 class ConstantLR:

@@ -184,8 +184,7 @@ def _drop_shares(dropped: list[tuple[str, int, str]], trained: int) -> dict[str,
 
 async def push_initial_weights(c: Components, version: int) -> None:
     """Bind the weight sync to this event loop (engines that live on it) and send the starting weights."""
-    if hasattr(c.sync, "loop"):
-        c.sync.loop = asyncio.get_running_loop()
+    c.sync.bind(asyncio.get_running_loop())
     await asyncio.to_thread(c.sync.push, c.policy.model, version)
     c.dm.set_version(version)
 

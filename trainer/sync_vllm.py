@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agentgym.trainer.weight_sync import WeightSync
 
-class VLLMProcessGroupSync:
+
+class VLLMProcessGroupSync(WeightSync):
     """`WeightSync` into an in-process `VLLMBackend` whose workers carry `WeightGroupExtension`."""
 
     name = "process_group"
@@ -23,6 +25,9 @@ class VLLMProcessGroupSync:
         group_backend = group_backend or ("nccl" if torch.cuda.is_available() else "gloo")
         self.group_backend, self.bucket_bytes, self.timeout_s = group_backend, bucket_bytes, timeout_s
         self.group: Any = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
 
     def _run(self, coro: Any) -> Any:
         if self.loop is None:

@@ -46,14 +46,22 @@ from agentgym.trainer.model import is_lora, lora_adapter_state, merged_state_dic
 
 @runtime_checkable
 class WeightSync(Protocol):
-    """Deliver `model`'s weights (merged, full) as policy `version`; returns the backend's new version."""
+    """Deliver `model`'s weights (merged, full) as policy `version`; returns the backend's new version.
+
+    The trainer calls `bind` once, on the event loop its rollout engines live on, before the first
+    `push` (which then runs in a worker thread); a sync whose engine is driven on that loop (the
+    in-process vLLM engine) keeps it, the others inherit this no-op.
+    """
 
     name: str  #: in_process | process_group | shared_memory | ray | save_reload
 
     def push(self, model: Any, version: int) -> int: ...
 
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the event loop that owns the rollout engines (default: nothing to remember)."""
 
-class InProcessSync:
+
+class InProcessSync(WeightSync):
     """For the hf backend: a state dict, in memory."""
 
     name = "in_process"
@@ -65,7 +73,7 @@ class InProcessSync:
         return self.backend.update_weights(merged_state_dict(model), version=version)
 
 
-class SaveAndReloadSync:
+class SaveAndReloadSync(WeightSync):
     """For openai/vllm backends: save a loadable model directory, then have the backend load it."""
 
     name = "save_reload"
@@ -74,6 +82,9 @@ class SaveAndReloadSync:
                  loop: asyncio.AbstractEventLoop | None = None, reload: Callable[[str, int], None] | None = None):
         self.backend, self.directory, self.tokenizer, self.keep = backend, Path(directory), tokenizer, keep
         self.loop, self.reload = loop, reload
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
 
     def push(self, model: Any, version: int) -> int:
         target = self.directory / f"v{version:06d}"
@@ -105,7 +116,7 @@ class SaveAndReloadSync:
         return backend.update_weights(path, version=version)
 
 
-class EngineSync:
+class EngineSync(WeightSync):
     """Shared by the syncs into `agentgym serve` engines at `base_urls` (process group, shared memory).
 
     `push` sends the full merged weights, or only the adapter of a LoRA model (`adapter_only`; the

@@ -41,3 +41,21 @@ async def test_save_and_reload_reaches_the_server_and_bumps_the_version(server, 
         assert await __import__("asyncio").to_thread(sync.push, model, 1) == 1
         assert backend.version == 1 and (tmp_path / "weights" / "v000001" / "config.json").exists()
         assert await greedy(backend, prompt) != before
+
+
+def test_every_sync_is_a_weight_sync_and_only_loop_driven_ones_keep_the_bound_loop(tmp_path):
+    import asyncio
+
+    from agentgym.trainer.ray_runtime.trainer_actor import RayWeightSync
+    from agentgym.trainer.sync_shared_memory import SharedMemorySync
+    from agentgym.trainer.weight_sync import InProcessSync, WeightSync
+
+    loop = asyncio.new_event_loop()
+    try:
+        reloading = SaveAndReloadSync(None, tmp_path)
+        for sync in (reloading, InProcessSync(None), RayWeightSync([]), SharedMemorySync(["http://127.0.0.1:1/v1"])):
+            assert isinstance(sync, WeightSync)
+            sync.bind(loop)
+        assert reloading.loop is loop
+    finally:
+        loop.close()

@@ -24,6 +24,7 @@ from typing import Any
 
 from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
 from agentgym.trainer.ray_runtime.env_worker import await_ref
+from agentgym.trainer.weight_sync import WeightSync
 
 from agentgym.collector.config import CollectResult, Task
 from agentgym.config import TrainConfig
@@ -34,7 +35,7 @@ class CollectionFailed(RuntimeError):
     """A rollout worker's collection failed during an async run."""
 
 
-class RayWeightSync:
+class RayWeightSync(WeightSync):
     """Weight sync through the object store: one `ray.put`, every rollout worker loads it."""
 
     name = "ray"
