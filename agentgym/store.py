@@ -46,14 +46,14 @@ from agentgym.store_schema import (
     turn_row,
     turns_table,
 )
-from agentgym.trajectory import Episode, EpisodeStatus, Failure
+from agentgym.trajectory import Episode, EpisodeStatus, Failure, Turn
 
 if TYPE_CHECKING:
     from agentgym.credit.record import TurnCredit
 
 log = logging.getLogger("agentgym.store")
 T = TypeVar("T")
-_WRITE_TRIES = 4  #: a write's attempts when the database drops the connection
+_TRIES = 4  #: attempts of a write or a read when the database drops the connection
 
 #: the reasons `end_in_flight` stores (infra failures: the data manager retries them, they are never trained)
 IN_FLIGHT_AT_RESUME = "in flight when the trainer stopped (killed); ended on resume"
@@ -229,17 +229,24 @@ class TrajectoryStore:
 
     # ---- writing ---------------------------------------------------------
     def _write(self, work: Callable[[sa.Connection], T]) -> T:
-        """Run `work` in one transaction, again (up to `_WRITE_TRIES` times) when the database dropped the
-        connection or was busy (a server restart, ``pg_terminate_backend``, a locked SQLite file): every write
-        here replaces rows by key, so running it again is safe."""
-        for attempt in range(_WRITE_TRIES):
+        """Run `work` in one transaction, again (up to `_TRIES` times) when the database dropped the connection
+        or was busy (a server restart, ``pg_terminate_backend``, a locked SQLite file): every write here
+        replaces rows by key, so running it again is safe."""
+        return self._again(work, self.engine.begin, "write")
+
+    def _read(self, work: Callable[[sa.Connection], T]) -> T:
+        """Run the query `work` on a connection, again when the database dropped it (see `_write`)."""
+        return self._again(work, self.engine.connect, "read")
+
+    def _again(self, work: Callable[[sa.Connection], T], connect: Callable[[], Any], what: str) -> T:
+        for attempt in range(_TRIES):
             try:
-                with self.engine.begin() as conn:
+                with connect() as conn:
                     return work(conn)
             except OperationalError as exc:
-                if attempt == _WRITE_TRIES - 1:
+                if attempt == _TRIES - 1:
                     raise
-                log.warning("store write failed (%s); trying again", str(exc.orig).strip().splitlines()[0])
+                log.warning("store %s failed (%s); trying again", what, str(exc.orig).strip().splitlines()[0])
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
@@ -347,17 +354,18 @@ class TrajectoryStore:
         return found[0]
 
     def get_many(self, episode_ids: Sequence[str]) -> list[Episode]:
-        with self.engine.connect() as conn:
+        def read(conn: sa.Connection) -> tuple[dict[str, Any], dict[str, list[Turn]]]:
             rows = conn.execute(sa.select(episodes_table).where(episodes_table.c.id.in_(list(episode_ids)))).mappings().all()
             by_id = {r["id"]: r for r in rows}
-            turns = load_turns(conn, list(by_id))
+            return by_id, load_turns(conn, list(by_id))
+
+        by_id, turns = self._read(read)
         return [episode_from_row(by_id[i], turns.get(i, [])) for i in episode_ids if i in by_id]
 
     def count(self, filter: EpisodeFilter | None = None, **filters: Any) -> int:
         flt = filter or EpisodeFilter(**filters)
         query = sa.select(sa.func.count()).select_from(episodes_table).where(*flt.where())
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+        return self._read(lambda conn: int(conn.execute(query).scalar_one()))
 
     def summaries(
         self,
@@ -382,14 +390,12 @@ class TrajectoryStore:
         )
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings().all()]
+        return self._read(lambda conn: [dict(r) for r in conn.execute(query).mappings().all()])
 
     def episodes(self, filter: EpisodeFilter | None = None, **kwargs: Any) -> list[Episode]:
         """Full episodes (with turns) matching the filter; same arguments as `summaries`."""
         rows = self.summaries(filter, **kwargs)
-        with self.engine.connect() as conn:
-            turns = load_turns(conn, [r["id"] for r in rows])
+        turns = self._read(lambda conn: load_turns(conn, [r["id"] for r in rows]))
         return [episode_from_row(r, turns.get(r["id"], [])) for r in rows]
 
     def iter_episodes(self, filter: EpisodeFilter | None = None, *, batch_size: int = 500, **filters: Any) -> Iterator[Episode]:

@@ -153,18 +153,19 @@ def _open_and_write(args):
 
 
 @pytest.mark.postgres
-def test_a_write_survives_the_server_terminating_its_connection(postgres_url):
-    """`pg_terminate_backend` on the store's connection in the middle of a write (the soak's store_disconnect):
-    the write is run again on a fresh connection (writes replace rows by key), nothing is written twice."""
+def test_writes_and_reads_survive_the_server_terminating_their_connection(postgres_url):
+    """`pg_terminate_backend` on the store's connection in the middle of a write, then of a read (the soak's
+    store_disconnect): each is run again on a fresh connection (writes replace rows by key), nothing twice."""
     import sqlalchemy as sa
 
     store = TrajectoryStore(postgres_url)
     admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    killed = []
+    killed, target = [], ["INSERT"]
 
     @sa.event.listens_for(store.engine, "before_cursor_execute")
     def terminate_once(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("INSERT") and not killed:
+        if target and statement.lstrip().upper().startswith(target[0]) and "pg_backend_pid" not in statement:
+            target.pop()
             pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
             with admin.connect() as other:
                 killed.append(other.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar())
@@ -173,6 +174,8 @@ def test_a_write_survives_the_server_terminating_its_connection(postgres_url):
     store.put_many(episodes)
     store.log_metrics("r1", 1, {"loss": 0.5})
     assert killed == [True]
+    target.append("SELECT")
+    assert [e.id for e in store.iter_episodes(run_id="r1")] == [e.id for e in episodes] and killed == [True, True]
     assert store.count(run_id="r1") == 3 and store.get(episodes[0].id).turns == episodes[0].turns
     assert [(m["step"], m["loss"]) for m in store.metrics("r1")] == [(1, 0.5)]
     admin.dispose()
