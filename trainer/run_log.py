@@ -18,8 +18,8 @@ from agentgym.data.meters import bottleneck_name
 COLUMNS = (("update", "update", "{:.0f}"), ("episodes", "episodes", "{:.0f}"), ("success_rate", "success", "{:.2f}"),
            ("reward_mean", "reward", "{:.2f}"), ("tokens_per_s", "tok/s", "{:.0f}"),
            ("staleness_mean", "stale", "{:.1f}"), ("eval_success_rate", "eval", "{:.2f}"),
-           ("entropy", "entropy", "{:.2f}"), ("capped_turns", "cut", "{:.0f}"), ("bottleneck", "bottleneck", ""),
-           ("elapsed_s", "time", "{:.0f}s"))
+           ("entropy", "entropy", "{:.2f}"), ("capped_turns", "cut", "{:.0f}"), ("elapsed_s", "time", "{:.0f}s"),
+           ("bottleneck", "limit", ""))  #: last: a narrow terminal cuts it before the others
 
 
 def _cell(row: dict[str, float], key: str, fmt: str) -> str:
@@ -83,7 +83,7 @@ class RunLog:
         self._print(row)
 
     def _print(self, row: dict[str, float]) -> None:
-        table = Table(show_header=self._rows % self._header_every == 0, box=None, pad_edge=False)
+        table = Table(show_header=self._rows % self._header_every == 0, box=None, pad_edge=False, collapse_padding=True)
         for _, header, _ in COLUMNS:
             table.add_column(header, justify="right", min_width=6)
         table.add_row(*[_cell(row, key, fmt) for key, _, fmt in COLUMNS])
