@@ -16,13 +16,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
+
+from agentgym.launch import free_port
 
 ENV_VAR = "AGENTGYM_TEST_POSTGRES_URL"
 LOCAL_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -98,7 +99,7 @@ def start_throwaway() -> PostgresServer:
         if user is not None:
             entry = pwd.getpwnam(user)
             os.chown(root, entry.pw_uid, entry.pw_gid)
-        data, port = root / "data", _free_port()
+        data, port = root / "data", free_port()
         _run([str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
               "--no-sync", "--no-instructions"], user)
         options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -F"
@@ -124,12 +125,6 @@ def _service_user() -> str | None:
             continue
     raise RuntimeError("running as root and there is neither a 'postgres' nor a 'nobody' user to run "
                        "a throwaway PostgreSQL server as; run the tests as a normal user or set " + ENV_VAR)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(cmd: list[str], user: str | None, *, check: bool = True) -> None:

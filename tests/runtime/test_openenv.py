@@ -6,21 +6,17 @@ The policy is scripted (labelled): it says a fixed sentence.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agentgym.checker import check_env_contract
 from agentgym.errors import EnvInfraError
+from agentgym.launch import free_port, launch
 from agentgym.runtime.openenv import OpenEnvEnv, render_observation
 from agentgym.single_episode import run_episode
-from tests.runtime.servers import free_port
 
 pytest.importorskip("openenv.core")
 pytestmark = pytest.mark.timeout(300)
@@ -32,20 +28,10 @@ def echo_server(tmp_path_factory):
     openenv = Path(sys.executable).with_name("openenv")
     subprocess.run([str(openenv), "init", "echo_env"], cwd=root, check=True, capture_output=True, timeout=120)
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "server.app:app", "--port", str(port)],
-                              cwd=root / "echo_env", env={**os.environ, "PYTHONPATH": str(root / "echo_env")},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        assert server.poll() is None, server.stderr.read()
-        time.sleep(0.2)
-    yield url, server
-    server.terminate()
-    server.wait(15)
+    with launch([sys.executable, "-m", "uvicorn", "server.app:app", "--port", str(port)], port,
+                what="the OpenEnv echo server", timeout_s=90, cwd=root / "echo_env",
+                env={"PYTHONPATH": str(root / "echo_env")}) as server:
+        yield server.url, server
 
 
 def test_an_openenv_server_is_an_agentgym_env(echo_server):
