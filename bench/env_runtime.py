@@ -15,7 +15,11 @@ through a fixed list, so every runtime does the same work.
 - ``remote_overhead_us_p50``: Maze-v0's server step p50 minus its in-process
   step p50, in microseconds (the cost of the remote path per step);
 - ``maze_server_steps_per_s``: Maze-v0 steps per second through one server
-  process with ``--sessions`` client threads at once;
+  process with ``--sessions`` client threads at once (the best of two runs),
+  ``maze_server_thread_every_call_steps_per_s`` the same through a server
+  started with ``--thread-every-call`` (no inline fast calls), alternated with
+  it, and ``maze_server_inline_speedup`` their ratio; each with
+  ``server_cpu_us_per_step``, the server process's CPU time per step;
 - ``{env}.p99_doubles_at_sessions``: the concurrent sessions on one server at
   which the p99 step latency first reaches twice its one-session value (null:
   not within the sessions tried);
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -74,8 +79,17 @@ def drive(env: Any, actions: list[str], task: str, steps: int, resets: int) -> d
             "reset_ms_p99": percentile(reset_s, 0.99) * 1e3}
 
 
-def concurrent(url: str, actions: list[str], task: str, sessions: int, steps: int) -> dict[str, Any]:
-    """`sessions` client threads, each with its own session, `steps` steps each: aggregate steps/s, p99, errors."""
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def concurrent(url: Any, actions: list[str], task: str, sessions: int, steps: int,
+               server_pid: int | None = None) -> dict[str, Any]:
+    """`sessions` client threads, each with its own session, `steps` steps each: aggregate steps/s, p99, errors
+    (and, given the server's pid, its CPU time per step: a cost the machine's load barely moves)."""
+    cpu_before = process_cpu_s(server_pid) if server_pid else 0.0
     latencies: list[float] = []
     errors: list[str] = []
     barrier = threading.Barrier(sessions)
@@ -105,9 +119,31 @@ def concurrent(url: str, actions: list[str], task: str, sessions: int, steps: in
     for t in threads:
         t.join()
     wall = time.perf_counter() - began
-    return {"sessions": sessions, "steps_per_s": len(latencies) / wall if wall else 0.0,
-            "step_us_p99": percentile(latencies, 0.99) * 1e6 if latencies else None, "errors": len(errors),
-            "first_error": errors[0] if errors else None}
+    result = {"sessions": sessions, "steps_per_s": len(latencies) / wall if wall else 0.0,
+              "step_us_p99": percentile(latencies, 0.99) * 1e6 if latencies else None, "errors": len(errors),
+              "first_error": errors[0] if errors else None}
+    if server_pid and latencies:
+        result["server_cpu_us_per_step"] = (process_cpu_s(server_pid) - cpu_before) / len(latencies) * 1e6
+    return result
+
+
+def inline_vs_thread(server: Any, actions: list[str], task: str, sessions: int, steps: int) -> dict[str, Any]:
+    """Maze through one server with `sessions` clients: fast calls inline (`server`, the default) and, side by side on
+    a second server, every call in a worker thread (``--thread-every-call``, the old path); alternated twice."""
+    from tests.runtime.servers import ServedEnv
+
+    threaded = ServedEnv("Maze-v0", "--max-sessions", "128", "--thread-every-call").start()
+    runs: dict[str, list[dict[str, Any]]] = {"inline": [], "thread": []}
+    try:
+        for _ in range(2):
+            for name, served in (("inline", server), ("thread", threaded)):
+                runs[name].append(concurrent(served.url, actions, task, sessions, steps, served.proc.pid))
+    finally:
+        threaded.stop()
+    inline, thread = (max(r, key=lambda c: c["steps_per_s"]) for r in (runs["inline"], runs["thread"]))
+    speedup = inline["steps_per_s"] / thread["steps_per_s"] if thread["steps_per_s"] else None
+    return {"maze_server_steps_per_s": inline, "maze_server_thread_every_call_steps_per_s": thread,
+            "maze_server_inline_speedup": speedup}
 
 
 def doubling_point(url: str, actions: list[str], task: str, steps: int, levels: list[int]) -> dict[str, Any]:
@@ -139,7 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             remote.close()
             figures.update(doubling_point(server.url, actions, task, max(50, steps // 4), levels))
             if key == "maze":
-                out["maze_server_steps_per_s"] = concurrent(server.url, actions, task, args.sessions, steps)
+                out.update(inline_vs_thread(server, actions, task, args.sessions, steps))
         finally:
             server.stop()
         if args.containers:
@@ -185,8 +221,11 @@ def show(out: dict[str, Any]) -> None:
     console.print(table)
     console.print(f"remote overhead per step (p50): {out['remote_overhead_us_p50']:,.0f} us")
     m = out["maze_server_steps_per_s"]
+    t = out["maze_server_thread_every_call_steps_per_s"]
     console.print(f"Maze through one server, {m['sessions']} sessions: {m['steps_per_s']:,.0f} steps/s, "
-                  f"{m['errors']} errors")
+                  f"{m['errors']} errors, server CPU {m['server_cpu_us_per_step']:,.0f} us/step (every call in a "
+                  f"thread: {t['steps_per_s']:,.0f} steps/s, {t['server_cpu_us_per_step']:,.0f} us/step; "
+                  f"x{out['maze_server_inline_speedup']:.2f})")
     for key in ENVS:
         console.print(f"{key}: p99 step latency doubles at {out[key]['p99_doubles_at_sessions']} sessions")
     if "cluster" in out:

@@ -74,6 +74,9 @@ def serve(
                                     "the env is thread_safe), process or thread."),
     call_timeout: float = typer.Option(300.0, "--call-timeout", min=0.01, help="Kill a session's worker process "
                                        "whose call takes longer than this (s)."),
+    inline_fast_calls: bool = typer.Option(True, "--inline-fast-calls/--thread-every-call", help="Run a "
+                                           "thread-safe env's fast calls on the event loop (default), or every call "
+                                           "in a worker thread."),
 ) -> None:
     """Serve one env over HTTP + WebSocket (protocol: docs/env-protocol.md)."""
     from agentgym.runtime.server import serve as run_server
@@ -85,7 +88,7 @@ def serve(
     where = f"unix socket {uds}" if uds else f"http://{host}:{port}/{spec.id}"
     console.print(f"serving {spec.id} on {where} (max {max_sessions} sessions)", highlight=False)
     run_server(spec.id, factory, host=host, port=port, uds=uds, max_sessions=max_sessions,
-               idle_timeout_s=idle_timeout)
+               idle_timeout_s=idle_timeout, inline_fast_calls=inline_fast_calls)
 
 
 @app.command("up")

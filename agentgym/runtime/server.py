@@ -48,7 +48,7 @@ class EnvServer:
     """The state behind the app: what is served, its description, its sessions."""
 
     def __init__(self, env_id: str, factory: Callable[[], Any], *, max_sessions: int = 64,
-                 idle_timeout_s: float | None = 600.0):
+                 idle_timeout_s: float | None = 600.0, inline_fast_calls: bool = True):
         self.env_id = env_id
         self.server_id = uuid.uuid4().hex
         self.started = time.time()
@@ -57,7 +57,8 @@ class EnvServer:
             self.description = jsonable(describe_env(probe))
         finally:
             probe.close()
-        self.sessions = SessionManager(factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+        self.sessions = SessionManager(factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                                       inline_fast_calls=inline_fast_calls)
 
     def info(self) -> dict[str, Any]:
         from agentgym import __version__
@@ -224,13 +225,18 @@ def server_factory(spec: Any, kwargs: dict[str, Any], env_runtime: str = "auto",
     return isolated_factory(spec, kwargs, env_runtime, call_timeout_s) or functools.partial(make, spec.id, **kwargs)
 
 
+def _uvicorn_config(server: EnvServer, log_level: str = "warning", **where: Any) -> Any:
+    uvicorn = require("uvicorn", extra="serve", what="agentgym envs serve")
+    return uvicorn.Config(create_app(server), log_level=log_level, ws="websockets-sansio",
+                          ws_max_size=64 * 1024 * 1024, timeout_graceful_shutdown=5, **where)
+
+
 def serve(env_id: str, factory: Callable[[], Any], *, host: str = "127.0.0.1", port: int = 8000,
           uds: str | None = None, max_sessions: int = 64, idle_timeout_s: float | None = 600.0,
-          log_level: str = "warning") -> None:
+          log_level: str = "warning", inline_fast_calls: bool = True) -> None:
     """Serve `factory`'s env as `env_id` until interrupted (on a TCP port, or on the unix socket `uds`)."""
     uvicorn = require("uvicorn", extra="serve", what="agentgym envs serve")
-    server = EnvServer(env_id, factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
-    app = create_app(server)
-    options: dict[str, Any] = {"uds": uds} if uds else {"host": host, "port": port}
-    uvicorn.run(app, log_level=log_level, ws="websockets-sansio", ws_max_size=64 * 1024 * 1024,
-                timeout_graceful_shutdown=5, **options)
+    server = EnvServer(env_id, factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
+                       inline_fast_calls=inline_fast_calls)
+    where: dict[str, Any] = {"uds": uds} if uds else {"host": host, "port": port}
+    uvicorn.Server(_uvicorn_config(server, log_level, **where)).run()

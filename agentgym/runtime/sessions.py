@@ -4,6 +4,14 @@ A session's calls run one at a time (an env is a sequential object) in a
 worker thread, so a slow step never blocks the server's event loop. Envs that
 are not declared ``thread_safe`` are made as `ProcessEnv`s (one worker process
 per session), exactly as the collector does in-process.
+
+Fast calls skip the thread: once a method of a thread-safe, local env took
+less than `INLINE_BELOW_S` on `INLINE_AFTER` calls in a row, the session runs
+it directly on the event loop (the hop to a worker thread and back costs more
+than a grid step). The first call that takes longer sends that method back to
+a worker thread, so an env whose calls turn slow blocks the loop once, for
+that one call. Proxies (worker processes, remote envs) always use a thread:
+their calls wait on I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.runtime.dispatch import dispatch
+from agentgym.runtime.proxy import ProxyEnv
+
+#: a method whose calls took less than this (seconds) ...
+INLINE_BELOW_S = 0.0005
+#: ... this many times in a row runs on the event loop (see the module docstring)
+INLINE_AFTER = 4
 
 
 @dataclass
@@ -30,6 +44,22 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     calls: int = 0
+    #: whether fast calls may run on the event loop (a thread-safe, local env)
+    inlinable: bool = False
+    #: per method: how many calls in a row were fast
+    fast_calls: dict[str, int] = field(default_factory=dict)
+
+    def runs_inline(self, method: str) -> bool:
+        return self.inlinable and self.fast_calls.get(method, 0) >= INLINE_AFTER
+
+    def timed(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """`dispatch` the call, counting whether it was fast."""
+        began = time.perf_counter()
+        try:
+            return dispatch(self.env, method, args, kwargs)
+        finally:
+            fast = time.perf_counter() - began < INLINE_BELOW_S
+            self.fast_calls[method] = self.fast_calls.get(method, 0) + 1 if fast else 0
 
 
 class SnapshotStore:
@@ -57,8 +87,10 @@ class SnapshotStore:
 class SessionManager:
     """Creates, finds and closes sessions; see the module docstring."""
 
-    def __init__(self, factory: Callable[[], Any], *, max_sessions: int, idle_timeout_s: float | None):
+    def __init__(self, factory: Callable[[], Any], *, max_sessions: int, idle_timeout_s: float | None,
+                 inline_fast_calls: bool = True):
         self.factory, self.max_sessions, self.idle_timeout_s = factory, max_sessions, idle_timeout_s
+        self.inline_fast_calls = inline_fast_calls
         self.sessions: dict[str, Session] = {}
         self.snapshots = SnapshotStore()
         self._opening = 0
@@ -75,7 +107,8 @@ class SessionManager:
             env = await asyncio.to_thread(self.factory)
         finally:
             self._opening -= 1
-        session = Session(uuid.uuid4().hex, env)
+        inlinable = self.inline_fast_calls and getattr(env, "thread_safe", False) and not isinstance(env, ProxyEnv)
+        session = Session(uuid.uuid4().hex, env, inlinable=inlinable)
         self.sessions[session.id] = session
         return session
 
@@ -87,7 +120,10 @@ class SessionManager:
             try:
                 if method == "restore" and args:
                     args = [self.snapshots.get(args[0]), *args[1:]]
-                result = await asyncio.to_thread(dispatch, session.env, method, tuple(args), kwargs)
+                if session.runs_inline(method):
+                    result = session.timed(method, tuple(args), kwargs)
+                else:
+                    result = await asyncio.to_thread(session.timed, method, tuple(args), kwargs)
                 if method == "snapshot":
                     result = self.snapshots.put(result)
                 return result
