@@ -228,7 +228,8 @@ class EnvCluster:
 class EnvPool:
     """A zero-argument env factory over a cluster's replicas (or fixed endpoints); see the module docstring."""
 
-    def __init__(self, source: EnvCluster | list[str], *, call_timeout_s: float | None = 60.0):
+    def __init__(self, source: EnvCluster | list[str], *, call_timeout_s: float | None = 60.0,
+                 env_id: str | None = None):
         if isinstance(source, list) and not source:
             raise ConfigError("env_endpoints is empty; give at least one env server URL")
         self.source = source
@@ -237,7 +238,8 @@ class EnvPool:
         self._peak: dict[str, int] = {}
         self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
-        self.env_id = source.env_id if isinstance(source, EnvCluster) else source[0]
+        #: the name episodes get (default: the cluster's env id, or the first endpoint's URL)
+        self.env_id = env_id or (source.env_id if isinstance(source, EnvCluster) else source[0])
 
     def endpoints(self) -> list[str]:
         return self.source.endpoints if isinstance(self.source, EnvCluster) else list(self.source)

@@ -240,3 +240,33 @@ def serve(env_id: str, factory: Callable[[], Any], *, host: str = "127.0.0.1", p
                        inline_fast_calls=inline_fast_calls)
     where: dict[str, Any] = {"uds": uds} if uds else {"host": host, "port": port}
     uvicorn.Server(_uvicorn_config(server, log_level, **where)).run()
+
+
+class ServerThread:
+    """An env server running in a thread of this process (an env worker's), on `host` and a free port.
+
+        server = ServerThread("Maze-v0", factory, host="127.0.0.1")
+        env = RemoteEnv(server.url)
+    """
+
+    def __init__(self, env_id: str, factory: Callable[[], Any], *, host: str = "127.0.0.1", max_sessions: int = 64,
+                 idle_timeout_s: float | None = 600.0, start_timeout_s: float = 60.0):
+        import threading
+
+        uvicorn = require("uvicorn", extra="serve", what="an env server thread")
+        self.env = EnvServer(env_id, factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+        self._uvicorn = uvicorn.Server(_uvicorn_config(self.env, host=host, port=0))
+        self._thread = threading.Thread(target=self._uvicorn.run, name=f"agentgym-env-server {env_id}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + start_timeout_s
+        while not self._uvicorn.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the env server thread for {env_id} did not start on {host} within "
+                                   f"{start_timeout_s:g} s (see the log above)")
+            time.sleep(0.02)
+        port = self._uvicorn.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{host}:{port}/{env_id}"
+
+    def stop(self) -> None:
+        self._uvicorn.should_exit = True
+        self._thread.join(timeout=10)

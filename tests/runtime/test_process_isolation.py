@@ -113,17 +113,19 @@ def test_envs_check_passes_a_free_text_game(game):
     assert "free text" in malformed.detail
 
 
-def test_ray_env_workers_place_envs_like_the_collector(game):
-    """The Ray runtime's env worker (its actor body, driven directly here) isolates a non-thread-safe env too."""
+def test_ray_env_workers_are_env_servers_that_place_envs_like_the_collector(game):
+    """The Ray runtime's env worker (its actor body, driven directly here) serves its env over the env protocol
+    and isolates a non-thread-safe env in a worker process per session."""
     from agentgym.trainer.ray_runtime.env_worker import EnvWorker
 
-    worker = EnvWorker(TEXTWORLD, {"game_file": game})
-    handle, info = worker.open()
-    assert isinstance(worker._envs[handle], ProcessEnv)
-    observation, _, fingerprint = worker.reset(handle, 0, None)
-    assert observation and fingerprint
-    worker.close(handle)
-    maze = EnvWorker("Maze-v0", {})
-    handle, _ = maze.open()
-    assert not isinstance(maze._envs[handle], ProcessEnv)  # thread_safe: stays in the actor's threads
-    maze.close(handle)
+    from agentgym.runtime import RemoteEnv
+
+    for env_id, kwargs, isolated in ((TEXTWORLD, {"game_file": game}, True), ("Maze-v0", {}, False)):
+        worker = EnvWorker(env_id, kwargs)
+        env = RemoteEnv(worker.endpoint())
+        observation, _ = env.reset(seed=0)
+        assert observation and env.state_fingerprint() and worker.open_envs() == 1
+        [session] = worker.server.env.sessions.sessions.values()
+        assert isinstance(session.env, ProcessEnv) == isolated  # thread_safe Maze stays in the actor's threads
+        env.close()
+        worker.stop()

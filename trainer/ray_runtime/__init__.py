@@ -4,7 +4,7 @@ The same objects flow as in one process, and the same code runs in each
 actor (the collector and `RolloutDriver`, the `DataManager`, the policy side
 and loops of `trainer.train`); only the transport between stages changes:
 
-- `env_worker`: `EnvWorker` actors hold the envs; the collector drives them through `RemoteEnv` proxies;
+- `env_worker`: `EnvWorker` actors are env servers; the collector drives them through `EnvPool` / `RemoteEnv`;
 - `rollout_worker`: `RolloutWorker` actors run the collector against a policy replica and push to the data manager;
 - `data_actor`: `DataManagerActor` wraps the data manager; `RemoteDataManager` is its proxy;
 - `trainer_actor`: `TrainerActor` pulls batches, updates, and sends weights through the object store;

@@ -48,8 +48,9 @@ def start_actors(ray: Any, cfg: TrainConfig, settings: RaySettings) -> dict[str,
     where = place(ray, cfg.placement, cfg.world_size, settings.rollout_workers, cpus=cpus,
                   trainer_gpus=settings.trainer_gpus, rollout_gpus=settings.rollout_gpus)
     dm = ray.remote(DataManagerActor).options(num_cpus=cpus, max_concurrency=32).remote(data_manager_kwargs(cfg))
-    envs = [ray.remote(EnvWorker).options(num_cpus=cpus, max_concurrency=settings.env_worker_threads)
-            .remote(cfg.env, cfg.env_kwargs, cfg.env_runtime) for _ in range(settings.env_workers)]
+    envs = [ray.remote(EnvWorker).options(num_cpus=cpus, max_concurrency=4)  # env calls go to its env server
+            .remote(cfg.env, cfg.env_kwargs, cfg.env_runtime, settings.env_worker_sessions)
+            for _ in range(settings.env_workers)]
     workers = [ray.remote(RolloutWorker).options(num_cpus=0, num_gpus=settings.rollout_gpus, max_concurrency=8,
                                                  scheduling_strategy=where.rollout[i])
                .remote(cfg, i, dm, envs) for i in range(settings.rollout_workers)]

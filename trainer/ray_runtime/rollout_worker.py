@@ -2,7 +2,7 @@
 
 Each worker builds what a local run builds on its collection side (policy
 replica as the rollout backend, the collector, the `RolloutDriver`) over a
-`RemoteDataManager` and, when env workers exist, a `RemoteEnvFactory`. Its
+`RemoteDataManager` and, when env workers exist, an `EnvPool` over their env servers. Its
 asyncio loop runs on a thread of its own; the actor's methods hand work to it:
 
 - `start()` (async mode): `driver.produce` keeps groups in flight until `halt()`;
@@ -24,7 +24,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
-from agentgym.trainer.ray_runtime.env_worker import RemoteEnvFactory
+from agentgym.trainer.ray_runtime.env_worker import env_pool
 
 from agentgym.collector.collector import Collector
 from agentgym.collector.config import CollectResult, Task
@@ -62,7 +62,7 @@ class RolloutWorker:
         self.backend, _ = build_backend(cfg.model_copy(update={"seed": seed}), model, tokenizer)
         del model  # the backend holds its own replica
         prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
-        env: Any = RemoteEnvFactory(cfg.env, env_workers) if env_workers else cfg.env
+        env: Any = env_pool(cfg.env, env_workers) if env_workers else cfg.env
         if cfg.env_endpoints or cfg.env_cluster is not None:  # env servers / containers instead of env workers
             env = env_source(cfg)  # (an env_cluster is started per rollout worker)
         sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)

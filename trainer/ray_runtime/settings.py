@@ -25,7 +25,7 @@ class RaySettings:
     actor_cpus: float = 0.0  #: CPUs each actor reserves for scheduling (0: share the node's cores)
     trainer_gpus: float = 0.0  #: GPUs the trainer actor reserves (set 1 on a GPU node)
     rollout_gpus: float = 0.0  #: GPUs each rollout worker reserves
-    env_worker_threads: int = 64  #: env calls one env worker serves at once
+    env_worker_sessions: int = 256  #: sessions (envs) one env worker's env server holds at once
     address: str | None = None  #: cluster to join; None: RAY_ADDRESS, else a new local cluster
     num_cpus: int | None = None  #: CPUs of a local cluster we start (None: the machine's)
     node_ip: str = "127.0.0.1"  #: address a local cluster we start binds to
@@ -38,8 +38,8 @@ class RaySettings:
             raise ConfigError(f"env_workers must be >= 0 (0: envs live in the rollout workers), got {self.env_workers}")
         if min(self.actor_cpus, self.trainer_gpus, self.rollout_gpus) < 0:
             raise ConfigError("actor_cpus, trainer_gpus and rollout_gpus must be >= 0")
-        if self.env_worker_threads < 1:
-            raise ConfigError(f"env_worker_threads must be >= 1, got {self.env_worker_threads}")
+        if self.env_worker_sessions < 1:
+            raise ConfigError(f"env_worker_sessions must be >= 1, got {self.env_worker_sessions}")
 
     @classmethod
     def from_config(cls, cfg: Any) -> RaySettings:
