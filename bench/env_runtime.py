@@ -137,7 +137,7 @@ def inline_vs_thread(server: Any, actions: list[str], task: str, sessions: int, 
     try:
         for _ in range(2):
             for name, served in (("inline", server), ("thread", threaded)):
-                runs[name].append(concurrent(served.url, actions, task, sessions, steps, served.proc.pid))
+                runs[name].append(concurrent(served.url, actions, task, sessions, steps, served.served.proc.pid))
     finally:
         threaded.stop()
     inline, thread = (max(r, key=lambda c: c["steps_per_s"]) for r in (runs["inline"], runs["thread"]))
