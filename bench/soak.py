@@ -102,7 +102,7 @@ def write_config(args: argparse.Namespace, work: Path) -> Path:
 
 
 class RssSampler(threading.Thread):
-    """Samples the RSS of the driver, the trainer and its env workers every `every_s` seconds."""
+    """Samples the RSS of the driver, the trainer and its env workers (``worker-PID``) every `every_s` seconds."""
 
     def __init__(self, every_s: float = 2.0):
         super().__init__(daemon=True)
@@ -119,9 +119,12 @@ class RssSampler(threading.Thread):
                 continue
             try:
                 self._sample(f"trainer-{self.segment}", trainer)
-                self.worker_pids.update(child.pid for child in trainer.children())
+                children = trainer.children()
             except psutil.Error:
                 continue
+            for child in children:
+                self.worker_pids.add(child.pid)
+                self._sample(f"worker-{child.pid}", child)
 
     def _sample(self, name: str, proc: psutil.Process) -> None:
         try:
@@ -257,13 +260,16 @@ def leaked(work: Path, worker_pids: set[int]) -> dict[str, Any]:
             "temp_caches": caches}
 
 
-def rss_report(samples: dict[str, list[tuple[float, float]]], skip_frac: float) -> dict[str, Any]:
-    """Per process: MB at the start of the measured window (after `skip_frac` of its life) and at its end."""
+def rss_report(samples: dict[str, list[tuple[float, float]]], skip_s: float | None,
+               min_life_s: float = 0.0) -> dict[str, Any]:
+    """Per process that lived `min_life_s` or more: MB at the start of the measured window (`skip_s` into its life,
+    or a third of it when `skip_s` is None or not under half of it) and at its end, growth % and slope."""
     report = {}
     for name, series in samples.items():
-        if len(series) < 4:
+        life = series[-1][0] - series[0][0] if series else 0.0
+        if len(series) < 4 or life < min_life_s:
             continue
-        start_t = series[0][0] + skip_frac * (series[-1][0] - series[0][0])
+        start_t = series[0][0] + (skip_s if skip_s is not None and skip_s < life / 2 else life / 3)
         window = [(t, mb) for t, mb in series if t >= start_t]
         ts, ms = [t for t, _ in window], [mb for _, mb in window]
         mean_t, mean_m = sum(ts) / len(ts), sum(ms) / len(ms)
@@ -304,7 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
     result["cost"] = run_costs(store)
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
-    result["rss"] = rss_report(sampler.samples, 1 / 3 if args.short or args.minutes < 10 else 5 / args.minutes)
+    samples = sampler.samples
+    (work / "rss.json").write_text(json.dumps(samples))  # the raw samples, for a second look
+    long_lived = {k: v for k, v in samples.items() if not k.startswith("worker-")}
+    workers = {k: v for k, v in samples.items() if k.startswith("worker-")}
+    skip = None if args.short else 300.0  # from minute 5 of each process's life (a third of a shorter one)
+    result["rss"] = rss_report(long_lived, skip)
+    result["rss_workers"] = rss_report(workers, skip, min_life_s=600.0)  # env workers that lived 10 minutes
     result["leaked"] = leaked(work, sampler.worker_pids)
     result.update(minutes=None if args.short else args.minutes, seed=args.seed, workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
