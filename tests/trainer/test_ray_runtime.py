@@ -100,6 +100,7 @@ def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(
     assert max(versions) >= 1  # new weights reached the rollout workers and tagged the tokens they sampled
     assert all(e.env_id == "Maze-v0" for e in episodes.values())
     assert all(t.state_fingerprint for e in episodes.values() for t in e.turns)  # from the env worker
+    assert not [e for e in episodes.values() if e.status == "partial"]  # in flight at the end: ended by the driver
     assert (run_dir / "checkpoints" / "latest").exists()
     assert json.loads((run_dir / "run_config.json").read_text())["keep_turns"] == 1  # hf:RUN@latest reads it
 
@@ -158,9 +159,13 @@ def test_tallies_of_rollout_workers_add_up():
     from agentgym.trainer.collection import CollectTally
     from agentgym.trainer.ray_runtime.trainer_actor import merge_tallies
 
+    from agentgym.cost import EpisodeCost
+
     a = CollectTally(episodes=3, successes=1, reward_sum=1.5, turns=9, action_tokens=30, started=5.0)
     b = CollectTally(episodes=2, successes=2, reward_sum=2.0, turns=4, action_tokens=12, started=3.0)
+    a.costs, b.costs = [EpisodeCost(tokens_out=4)], [EpisodeCost(tokens_out=5)]
     merged = merge_tallies([a, b])
+    assert [c.tokens_out for c in merged.costs] == [4, 5]
     assert (merged.episodes, merged.successes, merged.reward_sum, merged.turns, merged.action_tokens) == (
         5, 3, 3.5, 13, 42)
     assert merged.started == 3.0

@@ -27,7 +27,7 @@ from agentgym.trainer.ray_runtime.trainer_actor import TrainerActor
 
 from agentgym.config import TrainConfig
 from agentgym.errors import require
-from agentgym.store import TrajectoryStore
+from agentgym.store import IN_FLIGHT_AT_END, TrajectoryStore
 
 
 def absolute_paths(cfg: TrainConfig) -> TrainConfig:
@@ -98,11 +98,13 @@ def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings 
         following = [f.follow.remote() for f in actors["trainer_followers"]]
         result = ray.get(trainer.run.remote(resume))
         ray.get(following, timeout=cfg.dist_timeout_s)
-        return result
     finally:
         stop_actors(ray, actors)
         if started_here:
             ray.shutdown()
+    with TrajectoryStore(cfg.store_url) as store:  # the rollout workers are gone: end what they left in flight
+        store.end_in_flight(cfg.name, IN_FLIGHT_AT_END)
+    return result
 
 
 #: The name `trainer.train.train` imports for its `runtime: ray` dispatch.
