@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             disconnector.stop()
         sampler.stop()
     store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
+    (work / "run.json").write_text(json.dumps(run))  # the segments, so the accounting can be run again
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
     result["cost"] = run_costs(store)
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)

@@ -99,7 +99,8 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
     - ``env_worker_died`` / ``env_timeout``: the env fault logged with the episode's token, of the matching kind;
     - ``trainer_stopped``: a ``trainer_kill`` after the episode started (it was in flight at the kill, so an env
       fault it met just before is pre-empted by the kill: not a mismatch);
-    - ``run_ended``: no fault: in flight when the last trainer segment finished (reported, never a fault hit).
+    - ``run_ended``: no fault: in flight when the last trainer segment finished (reported, never a fault hit; an
+      env fault it met just before is pre-empted by the end, as by a kill).
     """
     kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
     env_faults = {f["token"]: f for f in faults if f["kind"] in EXPECTED}
@@ -110,7 +111,7 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
             kind = infra_kind(ep["error"]) if ep["failure"] == "infra" else None
             if kind == EXPECTED[fault["kind"]]:
                 hit[fault["kind"]] += 1
-            elif kind != TRAINER_STOPPED:
+            elif kind not in (TRAINER_STOPPED, RUN_ENDED):
                 mismatches.append({"fault": fault, "episode": ep["id"], "status": ep["status"],
                                    "failure": ep["failure"], "error": (ep["error"] or "")[:200]})
     for ep in infra:
