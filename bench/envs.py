@@ -21,6 +21,8 @@ solver's action is computed outside the clock). Keys:
   Code-v0 ``reset`` latency with no idle sandbox (a container is started) and
   from the warm pool (an idle, already reset sandbox); ``null`` without Docker;
 - ``*_ratio_to_maze``: each figure over the maze's, measured in the same run;
+- ``code_*`` container figures (with ``--code-container``): Code-v0 served from its own image vs on
+  host-driven Docker sandboxes, image build cold and cached; see bench/envs_code_container.py.
 - ``sre_*`` (with ``--sre``): SRE-v0's image build, task start cold and warm, steps/s and 32
   concurrent episodes (8 with ``--quick``); see bench/envs_sre.py.
 - ``browser`` (with ``--browser``): Browser-v0 in headless Chromium (see bench/browser_figures.py):
@@ -48,8 +50,8 @@ from rich.table import Table  # noqa: E402
 import agentgym  # noqa: E402
 
 
-def steps_per_second(env: Any, steps: int) -> float:
-    """Solver-driven steps per second of wall time spent inside reset/step."""
+def steps_per_second(env: Any, steps: int, resets: list[float] | None = None) -> float:
+    """Solver-driven steps per second of wall time spent inside reset/step (each reset's ms into `resets`)."""
     inner, tasks = env.unwrapped, list(env.unwrapped.task_ids())
     done_steps, spent, episode = 0, 0.0, 0
     while done_steps < steps:
@@ -58,6 +60,8 @@ def steps_per_second(env: Any, steps: int) -> float:
         start = time.perf_counter()
         env.reset(seed=episode, options={"task_id": task})
         spent += time.perf_counter() - start
+        if resets is not None:
+            resets.append((time.perf_counter() - start) * 1000)
         while True:
             action = inner.solver_action()
             start = time.perf_counter()
@@ -127,6 +131,8 @@ def main() -> None:
     parser.add_argument("--browser", action="store_true", help="add the Browser-v0 figures (headless Chromium)")
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--sre", action="store_true", help="also SRE-v0: image build, task start, concurrency")
+    parser.add_argument("--code-container", action="store_true",
+                        help="also Code-v0 from its own image vs host-driven Docker sandboxes")
     args = parser.parse_args()
     steps = 200 if args.quick else 2000
     results: dict[str, Any] = {
@@ -150,6 +156,10 @@ def main() -> None:
         results.update(measure_sre(args.quick))
         sre = results.get("sre_steps_per_s")
         results["sre_ratio_to_maze"] = sre / maze if sre and maze else None
+    if args.code_container:
+        from envs_code_container import measure as measure_code_container
+
+        results.update(measure_code_container(args.quick))
     if args.browser:
         from browser_figures import browser_figures
 

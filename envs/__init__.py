@@ -36,6 +36,7 @@ def register_builtin_envs() -> None:
         "Code-v0",
         "agentgym.envs.code.env:CodeEnv",
         description="Write, run, test and submit Python in a Docker sandbox; reward = fraction of hidden tests passed.",
+        image="code",
     )
     register(
         "Browser-v0",
@@ -49,4 +50,5 @@ def register_builtin_envs() -> None:
         "agentgym.envs.sre.env:SreEnv",
         description="Diagnose and repair a live system (nginx, app, Redis, SQLite, worker) in a root container; "
         "11 fault kinds, observer/mutator tools under a policy, health-check reward.",
+        image="sre-env",
     )

@@ -9,7 +9,8 @@ A recipe is a directory ``docker/<family>/`` whose Dockerfile carries the label
 ``agentgym.role=env-server`` (the sandbox images next to it do not) and
 builds either ``FROM agentgym/base:bookworm`` or, to add to another family's
 image, ``ARG PARENT=agentgym/<family>`` then ``FROM ${PARENT}``: that image is
-built first and passed in by its content-hash tag. Next to the Dockerfile:
+built first and passed in by its content-hash tag (the parent may also be a
+sandbox image, as docker/sre-env/ builds on docker/sre/). Next to the Dockerfile:
 
 - ``requirements.txt`` (optional): pip requirements whose wheels (and pip's
   own) are fetched on the host into ``wheels/`` of a staged copy of the
@@ -112,8 +113,11 @@ def ensure_image(family: str = GENERIC, *, force: bool = False, _seen: tuple[str
     if parent is None:
         images.ensure_base()
         parent_tag = images.BASE_IMAGE
-    else:
+    elif parent in server_recipes():
         parent_tag = ensure_image(parent, _seen=(*_seen, family))
+    else:  # a sandbox image (docker/sre/: SRE-v0's system), which docker/sre-env/ serves from inside
+        images.ensure_base()
+        parent_tag = images.build(parent).tag
     tag = f"agentgym/{family}:{source_hash(directory, images._image_id(docker_client, parent_tag))}"
     if not force and images._image_id(docker_client, tag) is not None:
         return tag

@@ -18,6 +18,8 @@ def test_each_builtin_env_names_a_family_image_that_has_a_recipe():
     for env_id in builtin:
         assert images.image_for(env_id) in recipes, f"{env_id}: no docker/{images.image_for(env_id)}/ recipe"
     assert images.image_for("Browser-v0") == "browser"
+    assert (images.image_for("Code-v0"), images.image_for("SRE-v0")) == ("code", "sre-env")
+    assert images.parent_of(images.recipe("sre-env")) == "sre"  # a sandbox image: the system it serves from inside
     assert images.image_for("Maze-v0") == images.image_for("SQL-v0") == images.GENERIC
 
 
