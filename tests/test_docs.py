@@ -1,13 +1,15 @@
-"""The repository's documentation stays true: every README command runs (its --help, with the options
-as written), every link resolves inside the repository, nothing cites files outside it, and the
-trajectory schema page names every field."""
+"""The repository's documentation stays true: every command the README and docs/ tell a reader to type
+exists with the options as written (its --help runs; the cheap ones run for real in
+tests/test_docs_run.py), every link resolves inside the repository, nothing cites files outside it,
+and the trajectory schema page names every field."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,65 +18,101 @@ import typer.main
 import typer.testing
 
 from agentgym.cli import app
-from agentgym.config import config_help
+from agentgym.config import TrainConfig, config_help
 from agentgym.trajectory import Episode, Turn
+from tests.helpers.doc_commands import command_lines, options, set_keys, words
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "sandboxes" / "README.md",
         *sorted((ROOT / "docs").rglob("*.md"))]
 OUTSIDE = re.compile(r"ALGORITHMS\.md|ARCHITECTURE\.md|\.\./shared|/work/shared")
+PLACEHOLDER_CONFIGS = {"configs/my-run.yaml", "configs/NAME.yaml"}  #: configs the reader writes or picks
 
 
-def readme_commands() -> list[str]:
-    """Every `agentgym ...` command line of the README (code spans and code blocks), optional parts kept."""
-    text = (ROOT / "README.md").read_text()
-    commands = []
-    for line in text.splitlines():
-        spans = re.findall(r"`([^`]+)`", line) or ([line.split("#")[0]] if line.startswith("agentgym ") else [])
-        commands += [s.replace("\\|", "|").strip() for s in spans if s.startswith("agentgym ")]
-    return sorted(set(commands))
+def documented() -> list[tuple[str, str]]:
+    """(doc, command line) for every command a doc tells a reader to type (tests/helpers/doc_commands.py)."""
+    return sorted({(str(doc.relative_to(ROOT)), line) for doc in DOCS for line in command_lines(doc)})
 
 
-def readme_make_targets() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    return sorted(set(re.findall(r"(?:^|`|\s)make ([a-z][\w-]*)", text)))
+def of_program(*programs: str) -> list[Any]:
+    return [pytest.param(line, id=f"{doc}: {line}") for doc, line in documented() if line.split()[0] in programs]
 
 
-def resolve(command: str) -> tuple[list[str], Any, list[str]]:
-    """(subcommand path, the click command, the options written) of a README command line."""
-    words = shlex.split(re.sub(r"[\[\]]", " ", command))[1:]
+def resolve(argv: list[str]) -> tuple[list[str], Any]:
+    """(subcommand path, the click command) of an `agentgym` command's words after `agentgym`."""
     node: Any = typer.main.get_command(app)  # typer ships its own click: duck-typed
     path: list[str] = []
-    while hasattr(node, "commands") and words and words[0] in node.commands:
-        path.append(words[0])
-        node = node.commands[words.pop(0)]
-    if hasattr(node, "commands") and words and "run" in node.commands:  # `agentgym eval ENV ...` routes to `run`
+    rest = list(argv)
+    while hasattr(node, "commands") and rest and rest[0] in node.commands:
+        path.append(rest[0])
+        node = node.commands[rest.pop(0)]
+    if hasattr(node, "commands") and "run" in node.commands:  # `agentgym eval ENV ...` routes to `run`
         node = node.commands["run"]
-    options = [w.split("=")[0] for w in words if w.startswith("-")]
-    return path, node, options
+    return path, node
 
 
-@pytest.mark.parametrize("command", readme_commands())
-def test_every_readme_command_exists_with_the_options_it_shows(command):
-    path, node, options = resolve(command)
-    assert path, f"README command {command!r} names no agentgym command"
+def agentgym_words(line: str) -> list[str]:
+    """The words after `agentgym` (a `torchrun ... -m agentgym` line too)."""
+    argv = words(line)
+    if argv[0] == "torchrun":
+        argv = argv[argv.index("-m") + 1:]
+    assert argv[0] == "agentgym", line
+    return argv[1:]
+
+
+@functools.cache
+def help_of(path: tuple[str, ...]) -> int:
+    return typer.testing.CliRunner().invoke(app, [*path, "--help"]).exit_code
+
+
+@pytest.mark.parametrize("line", of_program("agentgym", "torchrun"))
+def test_every_documented_agentgym_command_exists_with_the_options_it_shows(line):
+    argv = agentgym_words(line)
+    path, node = resolve(argv)
+    assert path, f"{line!r} names no agentgym command"
     known = {opt for param in node.params for opt in (*param.opts, *param.secondary_opts)}
-    missing = [o for o in options if o not in known]
-    assert not missing, f"README shows {command!r} but `agentgym {' '.join(path)}` has no {missing}"
-    result = typer.testing.CliRunner().invoke(app, [*path, "--help"])
-    assert result.exit_code == 0, result.output
+    missing = [o for o in options(argv) if o not in known]
+    assert not missing, f"the docs show {line!r} but `agentgym {' '.join(path)}` has no {missing}"
+    unknown = [k for k in set_keys(argv) if k not in TrainConfig.model_fields]
+    assert not unknown, f"the docs show {line!r} but the run config has no {unknown}"
+    assert help_of(tuple(path)) == 0
+
+
+@functools.cache
+def script_help(*head: str) -> str:
+    proc = subprocess.run([sys.executable, *head, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"python {' '.join(head)} --help failed: {proc.stderr[-1500:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("line", of_program("python"))
+def test_every_documented_python_command_runs_its_help_with_the_options_it_shows(line):
+    argv = words(line)[1:]
+    head = argv[:2] if argv[0] == "-m" else argv[:1]
+    text = script_help(*head)
+    missing = [o for o in options(argv[len(head):]) if o not in text]
+    assert not missing, f"the docs show {line!r} but its --help has no {missing}"
+    unknown = [k for k in set_keys(argv) if k not in TrainConfig.model_fields]
+    assert not unknown, f"the docs show {line!r} but the run config has no {unknown}"
+
+
+@pytest.mark.parametrize("line", of_program("make"))
+def test_every_documented_make_target_exists(line):
+    targets = [w for w in words(line)[1:] if not w.startswith("-")]
+    proc = subprocess.run(["make", "-n", *targets], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_config_files_the_docs_name_exist():
+    named = {w for _, line in documented() for w in words(line) if re.fullmatch(r"configs/[\w./-]+\.yaml", w)}
+    missing = sorted(w for w in named - PLACEHOLDER_CONFIGS if not (ROOT / w).exists())
+    assert not missing, f"the docs run config files that do not exist: {missing}"
 
 
 def test_readme_commands_without_placeholders_run_as_written():
     runner = typer.testing.CliRunner()
     result = runner.invoke(app, ["envs", "list", "--json"])
     assert result.exit_code == 0 and "Maze-v0" in result.output
-
-
-@pytest.mark.parametrize("target", readme_make_targets())
-def test_every_make_target_the_readme_names_exists(target):
-    proc = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
