@@ -38,11 +38,11 @@ from agentgym.envs.code.observe import STATUS_WORDS, clip, render_exec, render_r
 from agentgym.envs.code.tasks import DIFFICULTIES, VISIBLE_TEST_FILE, CodeTask, TestReport
 from agentgym.envs.code.testing import Suite, run_command, run_suites
 from agentgym.envs.code.workspace import collect_files, visible_test_file
-from agentgym.envs.task_state import next_turn
+from agentgym.envs.task_state import EpisodeState, TaskListEnv, next_turn
 from agentgym.sandboxes import Limits, Sandbox, SandboxError
 
 from agentgym import sandboxes
-from agentgym.core import AgentEnv, fingerprint_text
+from agentgym.core import fingerprint_text
 from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
 from agentgym.toolcalls import error_observation
 
@@ -60,13 +60,9 @@ SYSTEM_PROMPT = (
 
 
 @dataclass(frozen=True)
-class CodeEpisodeState:
+class CodeEpisodeState(EpisodeState):
     """What changes during an episode besides the sandbox's files (those are in the sandbox snapshot)."""
 
-    task_id: str = ""
-    turn: int = 0
-    done: bool = False
-    observation: str = ""
     files: tuple[tuple[str, str], ...] = ()
     """(path, sha256) of every file written with write_file, sorted."""
     tested: bool = False
@@ -97,7 +93,7 @@ def _load_tasks(task_set: str, path: str | None) -> list[CodeTask]:
     return loaders[task_set](path)
 
 
-class CodeEnv(AgentEnv):
+class CodeEnv(TaskListEnv):
     """Write, run, test and submit code; see the module docstring."""
 
     #: instances share nothing unguarded: the collector may step them in threads of one process
@@ -125,8 +121,7 @@ class CodeEnv(AgentEnv):
         if not tasks:
             raise ConfigError(f"task set {task_set!r} has no task of difficulty {difficulty!r}")
         self.tasks = tasks
-        self._by_id = {t.id: t for t in tasks}
-        self._task_ids = list(self._by_id)
+        self._index_tasks(tasks)
         try:
             limits = Limits(cpus=cpus, memory_bytes=memory_mb * MiB, pids=pids, disk_bytes=disk_mb * MiB,
                             exec_timeout_s=max(run_timeout_s, test_timeout_s), lifetime_s=3600.0,
@@ -151,18 +146,13 @@ class CodeEnv(AgentEnv):
         self._state = CodeEpisodeState()
 
     # ---- tasks -----------------------------------------------------------
-    def task_ids(self) -> list[str]:
-        return list(self._task_ids)
-
     def tools(self) -> list[dict[str, Any]]:
         return list(TOOLS.values())
 
     @property
     def task(self) -> CodeTask:
         """The task of the current episode."""
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before using the task")
-        return self._by_id[self._state.task_id]
+        return super().task
 
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -33,7 +33,7 @@ from agentgym.envs.sql.backends import QueryError, QueryLimits, SqlBackend, Sqli
 from agentgym.envs.sql.dataset import SqlTask, TaskSet, builtin_taskset
 from agentgym.envs.sql.results import QueryResult, TableFormat, format_table, results_match
 from agentgym.envs.sql.statements import has_top_level_order_by
-from agentgym.envs.task_state import TaskStateEnv, next_turn
+from agentgym.envs.task_state import EpisodeState, TaskStateEnv, next_turn
 
 from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
 from agentgym.toolcalls import error_observation
@@ -43,14 +43,10 @@ _FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
-class SqlEpisodeState:
+class SqlEpisodeState(EpisodeState):
     """Everything that changes during an episode (the databases never do), for snapshot/restore."""
 
-    task_id: str = ""
-    turn: int = 0
-    done: bool = False
     explored_ok: bool = False
-    observation: str = ""
 
 
 def _system_prompt(dialect: str, bare_sql: str) -> str:

@@ -39,9 +39,8 @@ from agentgym.envs.sre.herrings import HERRINGS
 from agentgym.envs.sre.policy import MUTATORS, OBSERVERS
 from agentgym.envs.sre.system import LIMITS, Health, System, SystemDied, image_tag, shared_pool
 from agentgym.envs.sre.tasks import DIFFICULTIES, SreTask, shipped_tasks
-from agentgym.envs.task_state import next_turn
+from agentgym.envs.task_state import EpisodeState, TaskListEnv, next_turn
 
-from agentgym.core import AgentEnv
 from agentgym.errors import ConfigError, EnvInfraError, MalformedActionError
 from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
 
@@ -64,12 +63,9 @@ ARCHITECTURE = (
 
 
 @dataclass(frozen=True)
-class SreEpisodeState:
+class SreEpisodeState(EpisodeState):
     """What changes during an episode (the system itself lives in the container)."""
 
-    task_id: str = ""
-    turn: int = 0
-    done: bool = False
     used: tuple[tuple[str, int], ...] = ()
     executed: tuple[str, ...] = ()
     """Canonical JSON of every executed call (the solver's progress reads it)."""
@@ -78,7 +74,6 @@ class SreEpisodeState:
     diagnoses: tuple[tuple[str, str], ...] = ()
     refused: int = 0
     health: tuple[tuple[str, bool], ...] = ()
-    observation: str = ""
     destroyed: str = ""
 
 
@@ -100,7 +95,7 @@ def _response(name: str, text: str) -> str:
     return "<tool_response>\n" + json.dumps({"name": name, "content": text}, ensure_ascii=False) + "\n</tool_response>"
 
 
-class SreEnv(AgentEnv):
+class SreEnv(TaskListEnv):
     """Diagnose and repair a broken system in its own container; see the module docstring."""
 
     #: instances share nothing unguarded: the collector may step them in threads of one process
@@ -126,7 +121,7 @@ class SreEnv(AgentEnv):
         if not 0.0 <= diagnosis_weight <= 1.0 or penalty < 0:
             raise ConfigError(f"diagnosis_weight={diagnosis_weight} must be in [0, 1] and penalty={penalty} >= 0")
         self.tasks = [t for t in shipped_tasks() if t.difficulty in difficulties]
-        self._by_id = {t.id: t for t in self.tasks}
+        self._index_tasks(self.tasks)
         self.max_turns, self.max_calls_per_turn = max_turns, max_calls_per_turn
         self.max_output_chars, self.max_action_chars = max_output_chars, max_action_chars
         self.diagnosis_weight, self.penalty, self.max_systems = diagnosis_weight, penalty, max_systems
@@ -135,14 +130,9 @@ class SreEnv(AgentEnv):
         self._state = SreEpisodeState()
 
     # ---- tasks -----------------------------------------------------------
-    def task_ids(self) -> list[str]:
-        return list(self._by_id)
-
     @property
     def task(self) -> SreTask:
-        if not self._state.task_id:
-            raise RuntimeError("call reset() before using the task")
-        return self._by_id[self._state.task_id]
+        return super().task
 
     def tools(self) -> list[dict[str, Any]]:
         return list(tools.SCHEMAS)
@@ -150,7 +140,7 @@ class SreEnv(AgentEnv):
     # ---- gymnasium API ---------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        task = self._by_id[self.choose_task(options, list(self._by_id))]
+        task = self._by_id[self.choose_task(options, self._task_ids)]
         self._release()
         pool = shared_pool(image_tag(), LIMITS, self.max_systems)
         inject = injection(task.faults)

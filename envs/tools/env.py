@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.envs.task_state import TaskStateEnv, next_turn
+from agentgym.envs.task_state import EpisodeState, TaskStateEnv, next_turn
 from agentgym.envs.tools.builtin import BUILTIN_FUNCTIONS
 from agentgym.envs.tools.mcp_client import McpServerSpec, ToolServerError
 from agentgym.envs.tools.tasks import EXTRACTORS, NEEDS_SERVER, TASK_SETS, ToolTask, answer_matches
@@ -53,14 +53,10 @@ SYSTEM_PROMPT = (
 
 
 @dataclass(frozen=True)
-class ToolsEpisodeState:
+class ToolsEpisodeState(EpisodeState):
     """What changes during an episode, for snapshot/restore (tools themselves hold no episode state)."""
 
-    task_id: str = ""
-    turn: int = 0
-    done: bool = False
     results: tuple[str, ...] = ()  # successful tool results, in order (the solver's plan reads them)
-    observation: str = ""
 
 
 class ToolsEnv(TaskStateEnv):
