@@ -106,12 +106,13 @@ def up(
     import time
 
     from agentgym.runtime.cluster import EnvCluster
-    from agentgym.runtime.images import image_for
+    from agentgym.runtime.images import GENERIC, image_for
 
     spec = registry[env_id]
     kwargs = parse_json_option(env_kwargs, "--env-kwargs")
-    make(spec.id, **kwargs).close()  # bad kwargs fail here, before any container starts
     family = image_for(spec.id)
+    if family == GENERIC:  # bad kwargs fail here, before any container starts; a family image's env may need
+        make(spec.id, **kwargs).close()  # what only the image has (Chromium): its container reports them
     console.print(f"starting {replicas} {spec.id} container(s) of image agentgym/{family} (docker/{family}/; "
                   "the first run builds it)...", highlight=False)
     cluster = EnvCluster(spec.id, replicas=replicas, env_kwargs=kwargs, max_sessions=max_sessions).start()

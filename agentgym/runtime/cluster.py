@@ -141,8 +141,8 @@ class EnvCluster:
         with httpx.Client(transport=transport, base_url="http://agentgym-env", timeout=5) as http:
             while time.monotonic() < deadline:
                 if not self._running(replica):
-                    raise EnvInfraError(f"env container {replica.container_id[:12]} for {self.env_id} exited while "
-                                        f"starting: {self._logs(replica)}", kind="container_died")
+                    raise EnvInfraError(f"env container {replica.container_id[:12]} for {self.env_id} ({self.image}) "
+                                        f"exited while starting: {self._why_exited(replica)}", kind="container_died")
                 with contextlib.suppress(httpx.HTTPError):
                     if http.get("/health").status_code == 200:
                         return
@@ -202,6 +202,14 @@ class EnvCluster:
             return client().api.inspect_container(replica.container_id)["State"]["Running"]
         except docker.errors.NotFound:
             return False
+
+    def _why_exited(self, replica: Replica) -> str:
+        """What the server wrote before it exited (its startup error), else its last log lines."""
+        from agentgym.runtime.container import STARTUP_ERROR
+
+        with contextlib.suppress(OSError), open(os.path.join(replica.directory, STARTUP_ERROR)) as report:
+            return report.read().strip()[-2000:]
+        return self._logs(replica)
 
     def _logs(self, replica: Replica) -> str:
         from agentgym.sandboxes.docker import client

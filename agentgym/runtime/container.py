@@ -5,12 +5,15 @@ run with ``--network none``, so there is no port to publish), and with
 ``--watch-stdin`` it exits as soon as its standard input closes: the process
 that started the container holds the other end of the attach socket, so when
 that process dies, even by SIGKILL, the server stops and the engine removes
-the container (see `agentgym.runtime.cluster`).
+the container (see `agentgym.runtime.cluster`). A server that cannot start
+(bad env kwargs, a missing package) writes why to ``startup-error.txt`` next
+to the socket before it exits, since its logs go with the container.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -18,9 +21,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 #: set by the root-sandbox container profile (agentgym.runtime.profile): serve as an unkillable pid 1
 PID1_GUARD = "AGENTGYM_SERVER_PID1"
+#: the file (next to the socket) where a server that fails to start writes why
+STARTUP_ERROR = "startup-error.txt"
 
 
 def _exit_on_eof() -> None:
@@ -45,12 +51,23 @@ def main(argv: list[str] | None = None) -> None:
     factory = server_factory(spec, json.loads(args.env_kwargs))
     if args.watch_stdin:
         threading.Thread(target=_exit_on_eof, name="stdin-watch", daemon=True).start()
-    run = functools.partial(serve, spec.id, factory, uds=args.uds, max_sessions=args.max_sessions,
-                            idle_timeout_s=args.idle_timeout)
+    run = functools.partial(_serve_or_report, os.path.dirname(args.uds), serve, spec.id, factory, uds=args.uds,
+                            max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
     if os.environ.get(PID1_GUARD) == "1":
         _serve_as_unkillable_init(run)
     else:
         run()
+
+
+def _serve_or_report(report_dir: str, serve: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """`serve`; if it fails (bad env kwargs, a missing package), first write why into `report_dir` (the socket's),
+    since the engine removes the container's logs with it."""
+    try:
+        serve(*args, **kwargs)
+    except Exception as exc:
+        with contextlib.suppress(OSError), open(os.path.join(report_dir, STARTUP_ERROR), "w") as out:
+            out.write(f"{type(exc).__name__}: {exc}\n")
+        raise
 
 
 def _serve_as_unkillable_init(run: Callable[[], None]) -> None:

@@ -56,6 +56,11 @@ def test_each_family_from_its_image_passes_envs_check(env_id, env_kwargs, family
     assert report.passed, [(r.name, r.detail) for r in report.failures()]
 
 
+def test_a_server_that_cannot_start_says_why_though_its_container_is_gone():
+    with pytest.raises(EnvInfraError, match=r"exited while starting: ConfigError: cannot make 'Maze-v0'.*no_such"):
+        EnvCluster("Maze-v0", env_kwargs={"no_such": 1}, start_timeout_s=120).start()
+
+
 @pytest.fixture(scope="module")
 def browser_cluster():
     with EnvCluster("Browser-v0", env_kwargs={"sites": ["shop", "forms"]}, max_sessions=4) as cluster:
