@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from agentgym.trainer.weight_sync import EngineSync, post_json
 
-from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, pack, plan
+from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, BufferPool, pack, plan
 from agentgym.policy.weight_group import WeightGroup
 
 
@@ -36,6 +36,7 @@ class ProcessGroupSync(EngineSync):
         self.host, self.bucket_bytes = host, bucket_bytes
         self.group_backend = group_backend or ("nccl" if torch.cuda.is_available() else "gloo")
         self.group: WeightGroup | None = None
+        self.buffers = BufferPool()  #: the send buckets, reused push after push
 
     def connect(self) -> WeightGroup:
         """Form the group with every engine (once)."""
@@ -58,7 +59,7 @@ class ProcessGroupSync(EngineSync):
         with ThreadPoolExecutor(len(self.roots)) as pool:
             replies = [pool.submit(post_json, root, "/agentgym/weights/receive", body, timeout=self.timeout_s)
                        for root in self.roots]
-            for flat in pack(state, manifest, device=group.device):
+            for flat in pack(state, manifest, device=group.device, buffers=self.buffers):
                 group.broadcast(flat)
             versions = [r.result()["version"] for r in replies]
         return self._loaded(versions, version)

@@ -77,13 +77,39 @@ def plan(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_B
     return Manifest(done + list(open_.values()))
 
 
-def pack(state: Mapping[str, torch.Tensor], manifest: Manifest, device: torch.device | str = "cpu") -> Iterator[torch.Tensor]:
-    """The flat buffer of each bucket, in manifest order (one bucket in memory at a time)."""
+def pack(state: Mapping[str, torch.Tensor], manifest: Manifest, device: torch.device | str = "cpu",
+         buffers: BufferPool | None = None) -> Iterator[torch.Tensor]:
+    """The flat buffer of each bucket, in manifest order (one bucket in memory at a time; from `buffers` when
+    given, so that repeated pushes reuse their memory)."""
     for b in manifest.buckets:
-        flat = torch.empty(b.numel, dtype=b.torch_dtype, device=device)
+        flat = buffers.get(b, device) if buffers is not None else torch.empty(b.numel, dtype=b.torch_dtype, device=device)
         for e in b.entries:
             flat[e.offset:e.offset + e.numel].copy_(state[e.name].detach().reshape(-1))
         yield flat
+
+
+class BufferPool:
+    """One flat send buffer per (dtype, device), as large as the largest bucket so far, kept between pushes.
+
+    A fresh `torch.empty` for every bucket of every push costs the kernel's page faults each time on a CPU;
+    the sender fills and broadcasts one bucket at a time (the broadcast returns when it is done), so one
+    buffer per dtype serves every bucket: at most one bucket of memory is kept.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, str], torch.Tensor] = {}
+
+    def get(self, bucket: Bucket, device: torch.device | str) -> torch.Tensor:
+        key = (bucket.dtype, str(device))
+        flat = self._buffers.get(key)
+        if flat is None or flat.numel() < bucket.numel:
+            flat = self._buffers[key] = torch.empty(bucket.numel, dtype=bucket.torch_dtype, device=device)
+        return flat[:bucket.numel]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (at most the largest bucket of each dtype)."""
+        return sum(t.numel() * t.element_size() for t in self._buffers.values())
 
 
 def unpack(bucket: Bucket, flat: torch.Tensor) -> Iterable[tuple[str, torch.Tensor]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.policy.weight_buckets import Manifest, digest, pack, plan, unpack
+from agentgym.policy.weight_buckets import BufferPool, Manifest, digest, pack, plan, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +33,18 @@ def test_buckets_round_trip_through_a_json_manifest():
     for bucket, flat in zip(again.buckets, pack(state, again), strict=True):
         out.update(unpack(bucket, flat))
     assert digest(out) == digest(state) and out.keys() == state.keys()
+
+
+def test_pooled_send_buffers_keep_one_bucket_per_dtype_between_pushes():
+    state = {"a": torch.randn(3, 4), "b": torch.randn(10).bfloat16(), "c": torch.randn(100), "d": torch.randn(2)}
+    manifest, pool = plan(state, bucket_bytes=64), BufferPool()
+    for _ in range(2):  # a second push reuses the buffers
+        out = {}
+        for bucket, flat in zip(manifest.buckets, pack(state, manifest, buffers=pool), strict=True):
+            out.update({k: v.clone() for k, v in unpack(bucket, flat)})  # sent before the next bucket is packed
+        assert digest(out) == digest(state)
+    largest = {d: max(b.nbytes for b in manifest.buckets if b.dtype == d) for d in ("float32", "bfloat16")}
+    assert pool.nbytes == sum(largest.values())
 
 
 @pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")), reason="needs unshare and ip")
