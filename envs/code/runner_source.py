@@ -21,18 +21,25 @@ an exit before the test finished), ``timeout`` and ``syntax`` (the module does
 not compile; then no test of the suite runs).
 """
 
-RUNNER = r'''
-import doctest, json, os, select, signal, sys, time, traceback
 
-def example(source, want, globs):
-    """Check one doctest example (HumanEval's visible tests) the way doctest does."""
+
+def doctest_example(name: str) -> str:
+    """Source of a function `name(source, want, globs)` that checks one doctest example (HumanEval's
+    visible tests) the way doctest does; the runner and the workspace's test_visible.py both ship it."""
+    return f'''def {name}(source, want, globs):
     test = doctest.DocTest([doctest.Example(source, want)], globs, "example", None, 0, None)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     out = []
     runner.run(test, out=out.append, clear_globs=False)
     if runner.failures:
-        raise AssertionError("".join(out).split("\n", 2)[-1].strip())
+        raise AssertionError("".join(out).split("\\n", 2)[-1].strip())
+'''
 
+
+RUNNER = r'''
+import doctest, json, os, select, signal, sys, time, traceback
+
+''' + doctest_example("example") + r'''
 def short_traceback(exc, files):
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in files]
     lines = traceback.format_list(frames) if frames else []

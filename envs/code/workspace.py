@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from agentgym.envs.code.runner_source import doctest_example
 from agentgym.envs.code.tasks import CodeTask
 from agentgym.sandboxes import AgentError, Sandbox, SandboxClosed
 
@@ -19,15 +20,7 @@ import traceback
 from {module} import *  # noqa: F401,F403
 
 
-def __agentgym_example__(source, want, globs):
-    test = doctest.DocTest([doctest.Example(source, want)], globs, "example", None, 0, None)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    out = []
-    runner.run(test, out=out.append, clear_globs=False)
-    if runner.failures:
-        raise AssertionError("".join(out).split("\\n", 2)[-1].strip())
-
-'''
+''' + doctest_example("__agentgym_example__").replace("{", "{{").replace("}", "}}") + "\n"
 
 _MAIN = '''
 
