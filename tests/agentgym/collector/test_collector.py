@@ -35,8 +35,9 @@ async def test_groups_share_ids_and_tasks_and_reach_the_store(sqlite_url):
     assert stored.run_id == "r1" and stored.turns == result.episodes[0].turns
 
 
-async def test_recorded_ids_decode_to_exactly_the_conversation_the_model_saw(tokenizer):
-    backend = ScriptedBackend(solver, tokenizer=tokenizer)
+
+def record_requests(backend) -> list[GenerationRequest]:
+    """Wrap `backend.generate` so that every request it gets is appended to the returned list."""
     seen: list[GenerationRequest] = []
     original = backend.generate
 
@@ -45,6 +46,11 @@ async def test_recorded_ids_decode_to_exactly_the_conversation_the_model_saw(tok
         return await original(requests)
 
     backend.generate = generate
+    return seen
+
+async def test_recorded_ids_decode_to_exactly_the_conversation_the_model_saw(tokenizer):
+    backend = ScriptedBackend(solver, tokenizer=tokenizer)
+    seen = record_requests(backend)
     collector = Collector("Maze-v0", backend, progress=False, check_template=True)
     [episode] = (await collector.collect([Task("easy-4", seed=3)])).episodes
     assert episode.status == EpisodeStatus.COMPLETE and episode.num_turns >= 2
@@ -69,14 +75,7 @@ async def test_hf_policy_records_exact_ids_and_prefills_each_token_once(tiny_dir
     from agentgym.policy.hf import HFBackend
 
     backend = HFBackend.from_pretrained(tiny_dir)
-    seen: list[GenerationRequest] = []
-    original = backend.generate
-
-    async def generate(requests):
-        seen.extend(requests)
-        return await original(requests)
-
-    backend.generate = generate
+    seen = record_requests(backend)
     collector = Collector("Maze-v0", backend, progress=False, max_turns=4,
                           sampling=SamplingParams(max_new_tokens=6, seed=1))
     result = await collector.collect([Task("easy-1", seed=0)], group_size=3)

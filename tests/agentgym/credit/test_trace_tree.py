@@ -16,6 +16,7 @@ from agentgym.credit import (
     compute_credit,
 )
 from agentgym.credit.trace_alloc import TreeView
+from tests.helpers.table_predictor import TablePredictor
 
 
 def node(eid, outcome, n, parent=None, k=None, *, copies=False, group="x", status="complete"):
@@ -67,32 +68,10 @@ def test_normalize_std_divides_by_the_group_outcome_std():
 
 
 # ---- allocation -------------------------------------------------------------------------------
-class Table:
-    """Scripted predictor: p_hat by the fingerprint of the state at the branch point."""
-
-    n_seen = 10**9
-
-    def __init__(self, table, default=0.0):
-        self.table, self.default = table, default
-
-    def predict(self, prefixes):
-        return np.array([self.table.get(p.next_turn.state_fingerprint if p.next_turn else None, self.default)
-                         for p in prefixes])
-
-    def update(self, prefixes, labels):
-        return 0.0
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
-
-
 def test_plan_spends_the_budget_greedily_and_leftover_on_roots():
     roots = [node("a", 1, 4), node("b", 0, 4, group="y")]
     table = {"a1": 0.5, "a2": 0.3, "b3": 0.9, "a3": 1.0, "b1": 0.0}
-    plan = TraceAllocator(Table(table), k=2).plan(roots, budget=7)
+    plan = TraceAllocator(TablePredictor(table), k=2).plan(roots, budget=7)
     branches = [(r.episode_id, r.turn) for r in plan if r.turn > 0]
     assert branches == [("a", 1), ("a", 2), ("b", 3)]
     assert sum(r.k for r in plan) == 7
@@ -101,15 +80,15 @@ def test_plan_spends_the_budget_greedily_and_leftover_on_roots():
 
 def test_plan_never_branches_certain_prefixes_terminal_turns_or_unfinished_episodes():
     eps = [node("a", 1, 3), node("p", 0, 3, status="partial", group="y")]
-    plan = TraceAllocator(Table({"a1": 1.0, "a2": 0.0, "p1": 0.5}), k=2).plan(eps, budget=4)
+    plan = TraceAllocator(TablePredictor({"a1": 1.0, "a2": 0.0, "p1": 0.5}), k=2).plan(eps, budget=4)
     assert all(r.turn == 0 for r in plan)  # only leftover root rollouts of the finished group
     assert sum(r.k for r in plan) == 4 and {r.group_id for r in plan} == {"x"}
-    assert TraceAllocator(Table({}), k=2).plan(eps, budget=0) == []
+    assert TraceAllocator(TablePredictor({}), k=2).plan(eps, budget=0) == []
 
 
 def test_branches_of_a_tree_are_candidates_only_on_their_own_turns():
     eps = [node("r", 0, 3), node("a", 1, 3, "r", 1)]
-    allocator = TraceAllocator(Table({}, default=0.5), k=2)
+    allocator = TraceAllocator(TablePredictor({}, default=0.5), k=2)
     cands = [(eps[e].id, k) for e, k, _ in allocator.candidates(TreeView(eps))]
     assert cands == [("r", 1), ("r", 2), ("a", 2), ("a", 3)]
 

@@ -12,6 +12,7 @@ from agentgym.credit import BranchRequest, TraceAllocator, compute_advantages, c
 from agentgym.credit.oprl import implicit_step_rewards, prm_loss
 from agentgym.credit.spa import progress_loss
 from agentgym.credit.stats import informativeness
+from tests.helpers.table_predictor import TablePredictor
 
 TOL = 1e-6
 
@@ -144,27 +145,6 @@ def test_trace_mixed_outcome_informativeness():
     assert close(informativeness(0.5, 2), 0.5)
     assert close(informativeness(0.5, 4), 0.875)
     assert close(informativeness(0.3, 2), 2 * 0.3 * 0.7)
-
-
-class TablePredictor:
-    """Scripted predictor for the worked example: p_hat by (episode turn fingerprint)."""
-
-    n_seen = 10**9
-
-    def __init__(self, table):
-        self.table = table
-
-    def predict(self, prefixes):
-        return np.array([self.table.get(p.next_turn.state_fingerprint, 0.0) for p in prefixes])
-
-    def update(self, prefixes, labels):
-        return 0.0
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
 
 
 def test_trace_allocation_example_branches_the_most_mixed_prefix():
