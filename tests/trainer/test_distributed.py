@@ -266,3 +266,65 @@ def test_memory_plan_shards_with_fsdp2_and_refuses_what_cannot_fit():
     too_big = plan(tiny_hidden_size=128, micro_batch_tokens=500_000, memory_limit_gib=0.5)
     with pytest.raises(ConfigError, match="lower micro_batch_tokens"):
         too_big.check()
+
+
+def ray_follower_pid(root_pid: int) -> int | None:
+    """The pid of the Ray actor process serving trainer rank 1 (`FollowerRank`) under `root_pid`."""
+    import psutil
+
+    for proc in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if "FollowerRank" in " ".join(proc.cmdline()):
+                return proc.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@needs_netns
+def test_killed_ray_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
+    pytest.importorskip("ray", reason="install the ray extra: pip install -e '.[ray]'")
+    from tests.trainer.test_ray_runtime import TINY
+
+    session_root = tempfile.mkdtemp(prefix="agr-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+
+    def command(updates: int, *extra: str) -> list[str]:
+        overrides = {**TINY, "mode": "sync", "updates": updates, "checkpoint_every": 1, "strategy": "ddp",
+                     "world_size": 2, "device": "cpu", "dist_timeout_s": 120}
+        return [str(NETNS), sys.executable, "-m", "agentgym.trainer.ray_runtime", "--json", "--num-cpus", "2",
+                "--temp-dir", session_root, "--env-workers", "0",
+                *[f"--set={key}={json.dumps(value)}" for key, value in overrides.items()], *extra]
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run_dir = tmp_path / "runs" / "ray-run"
+    proc = subprocess.Popen(command(40), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        deadline = time.monotonic() + 400
+        while len(metric_rows(run_dir)) < 2:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the 2-rank Ray run did not reach update 2: {proc.communicate()[1][-3000:]}")
+            time.sleep(0.5)
+        victim = ray_follower_pid(proc.pid)
+        assert victim is not None, "no FollowerRank actor process found"
+        os.kill(victim, signal.SIGKILL)
+        _, err = proc.communicate(timeout=240)  # the driver sees the dead rank and ends the run: no hang
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "trainer rank 1 of 2 died" in err and "--resume" in err, err[-3000:]
+    done = max(r["update"] for r in metric_rows(run_dir))
+    assert done < 40
+    try:
+        resumed = subprocess.run(command(done + 2, "--resume"), cwd=tmp_path, capture_output=True, text=True,
+                                 timeout=600, env=env)
+    finally:
+        shutil.rmtree(session_root, ignore_errors=True)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert (summary["updates"], summary["policy_version"]) == (done + 2, done + 2)
+    rows = metric_rows(run_dir)
+    assert [r["update"] for r in rows][-2:] == [done + 1, done + 2]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.trainer.components import data_manager_kwargs
+from agentgym.trainer.distributed.group import RankFailure
 from agentgym.trainer.distributed.placement import place
 from agentgym.trainer.distributed.ray_ranks import rank_env, rendezvous, start_followers
 from agentgym.trainer.ray_runtime.data_actor import DataManagerActor
@@ -81,6 +82,30 @@ def stop_actors(ray: Any, actors: dict[str, list[Any]]) -> None:
                 ray.kill(actor)
 
 
+def await_ranks(ray: Any, run: Any, following: list[Any], timeout_s: float) -> Any:
+    """The leader's result; a follower rank that dies first ends the run at once with `RankFailure`.
+
+    Without this the driver would learn of a dead follower only when the leader's next collective fails,
+    or after `timeout_s` when the leader is stuck in one.
+    """
+    pending = [run, *following]
+    while run in pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        for ref in done:
+            if ref is run:
+                continue
+            try:
+                ray.get(ref)
+            except Exception as exc:  # the actor died (ActorDiedError) or its follow() raised
+                rank = following.index(ref) + 1
+                raise RankFailure(f"trainer rank {rank} of {len(following) + 1} died ({type(exc).__name__}: "
+                                  f"{str(exc)[:300]}); restart the run with --resume to continue from the last "
+                                  "checkpoint") from exc
+    result = ray.get(run)
+    ray.get(pending, timeout=timeout_s)
+    return result
+
+
 def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings | None = None) -> Any:
     """Run `cfg` with every stage as a Ray actor; returns the same `RunResult` as `trainer.train.train`."""
     ray = require("ray", extra="ray", what="runtime: ray")
@@ -96,8 +121,7 @@ def run_on_ray(cfg: TrainConfig, *, resume: bool = False, settings: RaySettings 
         actors = start_actors(ray, cfg, settings)
         [trainer] = actors["trainer"]
         following = [f.follow.remote() for f in actors["trainer_followers"]]
-        result = ray.get(trainer.run.remote(resume))
-        ray.get(following, timeout=cfg.dist_timeout_s)
+        result = await_ranks(ray, trainer.run.remote(resume), following, cfg.dist_timeout_s)
     finally:
         stop_actors(ray, actors)
         if started_here:
