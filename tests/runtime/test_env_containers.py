@@ -88,10 +88,12 @@ def test_envs_up_prints_endpoints_and_its_sigkill_leaves_no_container():
 
     owner = subprocess.Popen([sys.executable, "-m", "agentgym", "envs", "up", "Maze-v0", "--replicas", "1"],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    endpoint = ""
+    endpoint, said = "", []
     while not endpoint.startswith("http+unix://"):
         endpoint = owner.stdout.readline().strip()
+        said.append(endpoint)
         assert endpoint or owner.poll() is None, "agentgym envs up exited without printing an endpoint"
+    assert any(line.startswith("image agentgym/env:") for line in said), said  # it says which image serves Maze
     env = RemoteEnv(endpoint)
     assert env.reset(seed=0)[0].startswith("Start.")
     env.close()
