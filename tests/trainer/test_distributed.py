@@ -139,17 +139,30 @@ TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=3, chat_t
            strategy="ddp", world_size=2, dist_timeout_s=60)
 
 
-def rank_pid(root_pid: int, rank: int) -> int | None:
-    """The pid of the torchrun worker with RANK=`rank` under `root_pid`."""
+def kill_rank_1_after_two_updates(proc: subprocess.Popen, run_dir: Path, is_rank_1, *, reach_s: float,
+                                  exit_s: float) -> str:
+    """SIGKILL the process under `proc` that `is_rank_1(psutil.Process)` picks once the run has done 2 updates;
+    the run must then end on its own within `exit_s` (no hang). Returns its stderr."""
     import psutil
 
-    for proc in psutil.Process(root_pid).children(recursive=True):
-        try:
-            if proc.environ().get("RANK") == str(rank) and "agentgym" in " ".join(proc.cmdline()):
-                return proc.pid
-        except psutil.Error:
-            continue
-    return None
+    try:
+        deadline = time.monotonic() + reach_s
+        while len(metric_rows(run_dir)) < 2:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the 2-rank run did not reach update 2: {proc.communicate()[1][-3000:]}")
+            time.sleep(0.5)
+        victims = []
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                victims += [child.pid] if is_rank_1(child) else []
+            except psutil.Error:
+                continue
+        assert victims, "no rank-1 process found"
+        os.kill(victims[0], signal.SIGKILL)
+        return proc.communicate(timeout=exit_s)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def metric_rows(run_dir: Path) -> list[dict]:
@@ -166,19 +179,8 @@ def test_killed_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
            "-m", "agentgym", "train", str(config)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        deadline = time.monotonic() + 240
-        while len(metric_rows(run_dir)) < 2:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the 2-rank run did not reach update 2: {proc.communicate()[1][-3000:]}")
-            time.sleep(0.5)
-        victim = rank_pid(proc.pid, 1)
-        assert victim is not None, "no rank-1 worker found under torchrun"
-        os.kill(victim, signal.SIGKILL)
-        _, err = proc.communicate(timeout=120)  # the others exit on their own: no hang
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = kill_rank_1_after_two_updates(proc, run_dir, lambda p: p.environ().get("RANK") == "1"
+                                        and "agentgym" in " ".join(p.cmdline()), reach_s=240, exit_s=120)
     assert proc.returncode != 0
     assert "rank" in err.lower() and ("failed" in err.lower() or "RankFailure" in err), err[-3000:]
     done = max(r["update"] for r in metric_rows(run_dir))
@@ -268,19 +270,6 @@ def test_memory_plan_shards_with_fsdp2_and_refuses_what_cannot_fit():
         too_big.check()
 
 
-def ray_follower_pid(root_pid: int) -> int | None:
-    """The pid of the Ray actor process serving trainer rank 1 (`FollowerRank`) under `root_pid`."""
-    import psutil
-
-    for proc in psutil.Process(root_pid).children(recursive=True):
-        try:
-            if "FollowerRank" in " ".join(proc.cmdline()):
-                return proc.pid
-        except psutil.Error:
-            continue
-    return None
-
-
 @pytest.mark.slow
 @pytest.mark.ray
 @needs_netns
@@ -301,19 +290,8 @@ def test_killed_ray_rank_ends_the_run_with_an_error_and_resume_continues(tmp_pat
     run_dir = tmp_path / "runs" / "ray-run"
     proc = subprocess.Popen(command(40), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-    try:
-        deadline = time.monotonic() + 400
-        while len(metric_rows(run_dir)) < 2:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the 2-rank Ray run did not reach update 2: {proc.communicate()[1][-3000:]}")
-            time.sleep(0.5)
-        victim = ray_follower_pid(proc.pid)
-        assert victim is not None, "no FollowerRank actor process found"
-        os.kill(victim, signal.SIGKILL)
-        _, err = proc.communicate(timeout=240)  # the driver sees the dead rank and ends the run: no hang
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = kill_rank_1_after_two_updates(proc, run_dir, lambda p: "FollowerRank" in " ".join(p.cmdline()),
+                                        reach_s=400, exit_s=240)  # the driver sees the dead actor: no hang
     assert proc.returncode != 0
     assert "trainer rank 1 of 2 died" in err and "--resume" in err, err[-3000:]
     done = max(r["update"] for r in metric_rows(run_dir))
