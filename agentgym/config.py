@@ -440,6 +440,19 @@ def _check_credit_model_params(estimator: str, params: dict[str, Any]) -> None:
                              f"Its parameters: {', '.join(known)}.")
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` pairs as config overrides (each value read as YAML); a malformed pair is a `ConfigError`."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set takes KEY=VALUE (a YAML value), got {pair!r}; e.g. --set updates=20")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
 def load_train_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Read a YAML config (or none), its `include:` files, then `overrides`; every problem is a `ConfigError`.
 

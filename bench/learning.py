@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from agentgym.config import load_train_config  # noqa: E402
+from agentgym.config import load_train_config, parse_overrides  # noqa: E402
+from agentgym.errors import ConfigError  # noqa: E402
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 #: env id -> the recipe file whose env section (and warm start) the benchmark uses
@@ -177,15 +178,10 @@ def plot(outcomes: list[RunOutcome], path: Path) -> None:
 
 
 def parse_sets(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
-    import yaml
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            parser.error(f"--set takes KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
+    try:
+        return parse_overrides(items)
+    except ConfigError as exc:
+        parser.error(str(exc))
 
 
 def main() -> None:

@@ -7,26 +7,15 @@ The trainer adds this command to the `agentgym` CLI through the `agentgym.cli` e
 from __future__ import annotations
 
 import typer
-import yaml
 
 from agentgym.cli.common import console, fail, guarded, parse_json_option
-from agentgym.config import config_help, load_train_config
+from agentgym.config import config_help, load_train_config, parse_overrides
 from agentgym.env_facts import resolve_run_env
 
 
 def register(app: typer.Typer) -> None:
     """Entry point of the `agentgym.cli` group: add `agentgym train` to `app`."""
     app.command("train")(train)
-
-
-def _overrides(pairs: list[str]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            fail(f"--set takes KEY=VALUE (a YAML value), got {pair!r}; e.g. --set updates=20")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 @guarded
@@ -45,7 +34,7 @@ def train(
         return
     if config is None:
         fail("give a config file, e.g. agentgym train configs/quickstart.yaml (or --help-config for the keys)")
-    overrides = _overrides(set_)
+    overrides = parse_overrides(set_)
     if env is not None:
         overrides["env"] = env
     if env_kwargs is not None:

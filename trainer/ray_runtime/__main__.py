@@ -14,8 +14,6 @@ import argparse
 import json
 import sys
 
-import yaml
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentgym.trainer.ray_runtime", description=__doc__.splitlines()[0])
@@ -32,14 +30,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from agentgym.trainer.ray_runtime import RaySettings, run_on_ray
 
-    from agentgym.config import load_train_config
+    from agentgym.config import load_train_config, parse_overrides
+    from agentgym.errors import ConfigError
 
-    overrides = {}
-    for pair in args.overrides:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            parser.error(f"--set takes KEY=VALUE, got {pair!r}")
-        overrides[key.strip()] = yaml.safe_load(value)
+    try:
+        overrides = parse_overrides(args.overrides)
+    except ConfigError as exc:
+        parser.error(str(exc))
     cfg = load_train_config(args.config, overrides)
     settings = RaySettings(rollout_workers=args.rollout_workers, env_workers=args.env_workers,
                            num_cpus=args.num_cpus, temp_dir=args.temp_dir)
