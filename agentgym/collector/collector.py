@@ -100,10 +100,12 @@ class Collector:
             [self.tokenizer.eos_token_id] if self.tokenizer is not None else []))
         self._snapshots: dict[str, dict[int, Any]] = {}
         self._idle_envs: list[Any] = []
+        self._live_envs = 0  #: envs made and not yet closed (idle, in use, or held by a paused episode)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=self.config.concurrency + 4,
                                                                thread_name_prefix="agentgym-env")
         self._stopping = False
         self._template_warned = False
+        self._capacity_warned = False
         self._bar = CollectProgress(self.counters, 0, "", enabled=False)
 
     # ---- public API --------------------------------------------------------------
@@ -177,7 +179,7 @@ class Collector:
         except replaying.BranchError as exc:
             return exc.difference or TurnDifference(0, "error", "a replay", str(exc))
         finally:
-            await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
+            await self._close_env(env)
         return None
 
     def forget(self, episode_id: str) -> None:
@@ -188,7 +190,7 @@ class Collector:
         """Close idle envs and the worker threads (buffered partial episodes keep their envs)."""
         envs, self._idle_envs = self._idle_envs, []
         for env in envs:
-            await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
+            await self._close_env(env)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # ---- rounds ------------------------------------------------------------------------
@@ -413,6 +415,7 @@ class Collector:
         env, run.env = run.env, None
         if env is not None:
             if ep.status == EpisodeStatus.ERROR or ep.failure == Failure.INFRA:
+                self._live_envs -= 1
                 self._executor.submit(_close_quietly, env)
             else:
                 self._idle_envs.append(env)
@@ -430,19 +433,52 @@ class Collector:
                         f", explained by {check['explained_by']}" if check["explained_by"] else "")
 
     async def _acquire_env(self) -> Any:
+        await self._wait_for_capacity()
         if self._idle_envs:
             return self._idle_envs.pop()
         loop = asyncio.get_running_loop()
+        self._live_envs += 1
         try:
             env = await bounded("env construction", loop.run_in_executor(self._executor, self._factory),
                                 self.config.env_start_timeout_s)
-        except EpisodeFault:
-            raise
-        except Exception as exc:
+        except BaseException as exc:
+            self._live_envs -= 1
+            if isinstance(exc, EpisodeFault) or not isinstance(exc, Exception):
+                raise
             raise EpisodeFault(f"making the env raised {describe(exc)}") from exc
         if self._env_turns is None:
             self._env_turns = getattr(_inner(env), "max_turns", None)
         return env
+
+    async def _wait_for_capacity(self) -> None:
+        """Wait while every env session the factory can open is in use (an env cluster's replicas x session limit).
+
+        An episode waits for an env to come back rather than asking a full cluster for one more session (the
+        server would answer 'busy' and the episode would end as an infra failure). The wait ends with an
+        infra failure only when nothing moves (no turn taken, no env given back) for `env_start_timeout_s`.
+        """
+        capacity = _capacity(self._factory)
+        if capacity is None or self._idle_envs or self._live_envs < capacity:
+            return
+        if not self._capacity_warned:
+            self._capacity_warned = True
+            log.warning("%s: all %d env sessions are in use; episodes wait for one (start more env replicas or raise "
+                        "their session limit for more concurrency)", self.env_id, capacity)
+        bound = self.config.env_start_timeout_s
+        progress, since = (self.counters.turns, self._live_envs), time.monotonic()
+        while not self._idle_envs and self._live_envs >= (_capacity(self._factory) or capacity):
+            await asyncio.sleep(0.02)
+            if (self.counters.turns, self._live_envs) != progress:
+                progress, since = (self.counters.turns, self._live_envs), time.monotonic()
+            elif bound is not None and time.monotonic() - since > bound:
+                raise EpisodeFault(f"no env session of {self.env_id} came free in {bound:g}s: all {capacity} are in "
+                                   "use and no episode moved; start more env replicas or lower the concurrency",
+                                   infra_kind="env_capacity")
+
+    async def _close_env(self, env: Any) -> None:
+        """Close an env made by `_acquire_env` (its session goes back to the factory)."""
+        self._live_envs -= 1
+        await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
 
 
 def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any],
@@ -479,6 +515,12 @@ def _inner(env: Any) -> Any:
 def _fingerprint(env: Any) -> str:
     inner = _inner(env)
     return inner.state_fingerprint() if isinstance(inner, AgentEnv) else ""
+
+
+def _capacity(factory: Any) -> int | None:
+    """How many envs `factory` can have open at once (an `EnvPool` knows; None: no limit known)."""
+    capacity = getattr(factory, "capacity", None)
+    return capacity() if callable(capacity) else None
 
 
 def _close_quietly(env: Any) -> None:

@@ -256,7 +256,7 @@ class EnvPool:
         """The endpoint with the fewest open envs below its session limit, counted as one more open env."""
         with self._lock:
             endpoints = self.endpoints()
-            free = [e for e in endpoints if self._open.get(e, 0) < self._limits.get(e, 1 << 30)]
+            free = [e for e in endpoints if self._open.get(e, 0) < (self._limit(e) or 1 << 30)]
             if not free:
                 raise EnvInfraError(f"every env server replica of {self.env_id} is at its session limit; start more "
                                     "replicas or lower the collector's concurrency", kind="busy")
@@ -264,6 +264,38 @@ class EnvPool:
             self._open[endpoint] = self._open.get(endpoint, 0) + 1
             self._peak[endpoint] = max(self._peak.get(endpoint, 0), self._open[endpoint])
             return endpoint
+
+    def capacity(self) -> int | None:
+        """Sessions the replicas take at once (the sum of their limits); None while a limit is still unknown.
+
+        A cluster's limits are known from the start; a fixed endpoint's once an env has connected to it. The
+        collector keeps its envs within this, so episodes wait for a session instead of meeting 'busy'.
+        """
+        for endpoint in self.endpoints():
+            if self._limit(endpoint) is None:
+                self._probe(endpoint)
+        with self._lock:
+            limits = [self._limit(e) for e in self.endpoints()]
+        return None if None in limits else sum(limits)
+
+    def _probe(self, endpoint: str) -> None:
+        """Learn a fixed endpoint's session limit from its handshake (opens no session); unreachable: unknown."""
+        try:
+            env = RemoteEnv(endpoint, call_timeout_s=self.call_timeout_s)
+        except Exception:
+            return
+        with contextlib.suppress(Exception):
+            env.close()
+        if env.max_sessions:
+            with self._lock:
+                self._limits[endpoint] = env.max_sessions
+
+    def _limit(self, endpoint: str) -> int | None:
+        if endpoint in self._limits:
+            return self._limits[endpoint]
+        if isinstance(self.source, EnvCluster):
+            return next((r.max_sessions for r in self.source.members if r.endpoint == endpoint), None)
+        return None
 
     def __call__(self) -> RemoteEnv:
         endpoint = self.claim()

@@ -91,6 +91,22 @@ def test_the_session_limit_answers_busy_and_frees_on_close():
         third.close()
 
 
+async def test_a_pool_of_full_replicas_makes_episodes_wait_for_a_session_not_fail_busy():
+    """Concurrency above the replicas' session limits: every episode completes, none meets 'busy'."""
+    from agentgym.runtime.cluster import EnvPool
+
+    with served("Maze-v0", "--max-sessions", "2") as one, served("Maze-v0", "--max-sessions", "1") as two:
+        pool = EnvPool([one.url, two.url])
+        assert pool.capacity() == 3  # learned from the handshakes, before any session opens
+        collector = Collector(pool, solver, concurrency=8, progress=False)
+        episodes = (await collector.collect([Task(f"easy-{i}", seed=i) for i in range(6)], group_size=2)).episodes
+        await collector.aclose()
+        assert len(episodes) == 12 and all(e.status == EpisodeStatus.COMPLETE for e in episodes), \
+            [e.error for e in episodes if e.status != EpisodeStatus.COMPLETE]
+        peak = pool.load(peak=True)
+        assert peak[one.url] <= 2 and peak[two.url] <= 1 and sum(pool.load().values()) == 0
+
+
 def test_an_idle_session_is_closed_and_the_next_reset_opens_a_new_one():
     with served("Maze-v0", "--idle-timeout", "0.5") as server:
         env = agentgym.make(server.url)
