@@ -436,14 +436,14 @@ class Collector:
         await self._wait_for_capacity()
         if self._idle_envs:
             return self._idle_envs.pop()
-        loop = asyncio.get_running_loop()
         self._live_envs += 1
+        making = self._executor.submit(self._factory)
         try:
-            env = await bounded("env construction", loop.run_in_executor(self._executor, self._factory),
-                                self.config.env_start_timeout_s)
+            env = await bounded("env construction", asyncio.wrap_future(making), self.config.env_start_timeout_s)
         except BaseException as exc:
             self._live_envs -= 1
-            if isinstance(exc, EpisodeFault) or not isinstance(exc, Exception):
+            if isinstance(exc, EpisodeFault) or not isinstance(exc, Exception):  # a timeout or a cancellation:
+                making.add_done_callback(_close_when_made)  # the env may still come, a worker nobody would close
                 raise
             raise EpisodeFault(f"making the env raised {describe(exc)}") from exc
         if self._env_turns is None:
@@ -521,6 +521,12 @@ def _capacity(factory: Any) -> int | None:
     """How many envs `factory` can have open at once (an `EnvPool` knows; None: no limit known)."""
     capacity = getattr(factory, "capacity", None)
     return capacity() if callable(capacity) else None
+
+
+def _close_when_made(making: concurrent.futures.Future) -> None:
+    """Close an env whose construction finished after its episode gave up on it (a timeout, a cancellation)."""
+    if not making.cancelled() and making.exception() is None:
+        _close_quietly(making.result())
 
 
 def _close_quietly(env: Any) -> None:

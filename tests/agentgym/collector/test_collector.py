@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from collector_envs import CountingEnv, FaultyEnv, say_inc
@@ -227,4 +228,26 @@ async def test_each_episode_is_stored_as_it_ends_and_in_flight_ones_are_ended_af
                                                           "in flight when the trainer stopped")
     assert "in_flight" not in ended.metadata and store.count(run_id="r1") == 2
     assert store.end_in_flight("r1", "again") == 0
+    await collector.aclose()
+
+
+async def test_an_env_that_comes_after_its_construction_timed_out_is_closed():
+    """Making an env (a worker process starting) outlived env_start_timeout_s: the episode is an infra failure, and
+    the env, when it finally comes, is closed rather than left running with nobody to close it."""
+    made: list[CountingEnv] = []
+    closed = threading.Event()
+
+    class LateEnv(CountingEnv):
+        def close(self):
+            closed.set()
+
+    def slow_factory():
+        time.sleep(1.0)
+        made.append(LateEnv())
+        return made[-1]
+
+    collector = Collector(slow_factory, say_inc, progress=False, env_start_timeout_s=0.2)
+    [episode] = (await collector.collect([Task("count", seed=0)])).episodes
+    assert episode.failure == Failure.INFRA and "env construction did not answer" in episode.error
+    assert await asyncio.to_thread(closed.wait, 10) and len(made) == 1
     await collector.aclose()
