@@ -31,6 +31,7 @@ Counts only; nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -207,7 +208,8 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
                 logged_updates(run_dir), default=0)})
             cmd.append("--resume")
         with (work / f"trainer-{segment}.log").open("w") as log:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    preexec_fn=_die_with_parent)
             sampler.trainer, sampler.segment = psutil.Process(proc.pid), segment
             kill = plan[segment] if segment < len(plan) else None
             code = wait_or_kill(proc, kill, began, work / "faults.jsonl", segment, run_dir)
@@ -219,6 +221,14 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
             raise RuntimeError(f"trainer segment {segment} ended (exit {code}) before its planned kill {kill}; "
                                f"see {work}/trainer-{segment}.log")
     return {"segments": segments, "resumes": resumes, "kill_plan": plan}
+
+
+_LIBC = ctypes.CDLL(None)  #: loaded here: the child between fork and exec only calls into it
+
+
+def _die_with_parent() -> None:
+    """In the trainer's child process: SIGKILL it when the driver dies (a killed soak leaves no trainer behind)."""
+    _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
 
 
 def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: float, fault_log: Path,
