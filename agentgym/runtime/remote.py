@@ -194,6 +194,14 @@ class RemoteEnv(ProxyEnv):
             raise EnvInfraError(f"the env server at {self.url} sent a reply that is not JSON: {text[:200]!r}",
                                 kind="bad_reply") from None
 
+    def state(self) -> dict[str, Any]:
+        """The server's view of this session's episode: task, steps, return, done flags, fingerprint, idle time.
+
+        Answered by the server without touching the env (useful to see where a session stands after a
+        reconnect, or what a server holds); before the first `reset` there is no session to ask.
+        """
+        return self._call("state")
+
     def close(self) -> None:
         """Close the session on the server and the connections; idempotent."""
         with self._lock:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.errors import MissingExtraError, require
-from agentgym.runtime.dispatch import METHODS
+from agentgym.runtime.dispatch import METHODS as ENV_METHODS
 from agentgym.runtime.protocol import (
     HTTP_STATUS,
     PROTOCOL_VERSION,
@@ -43,6 +43,9 @@ try:  # module level: FastAPI resolves the routes' annotations by name
 except ImportError as exc:  # pragma: no cover - a light install
     raise MissingExtraError("fastapi", "serve", "agentgym envs serve") from exc
 
+
+#: what a session may call: the env methods, and `state` (answered by the server from what it saw)
+METHODS = (*ENV_METHODS, "state")
 
 class EnvServer:
     """The state behind the app: what is served, its description, its sessions."""

@@ -48,6 +48,26 @@ class Session:
     inlinable: bool = False
     #: per method: how many calls in a row were fast
     fast_calls: dict[str, int] = field(default_factory=dict)
+    #: the episode as the server saw it (the `state` call's answer)
+    episode: dict[str, Any] = field(default_factory=dict)
+
+    def state(self) -> dict[str, Any]:
+        """What the server knows of this session's episode: task, steps, return, done, fingerprint, idle time."""
+        return {"session_id": self.id, "calls": self.calls, "idle_s": round(time.monotonic() - self.last_used, 3),
+                "episode_started": bool(self.episode), **self.episode}
+
+    def observe(self, method: str, result: Any) -> None:
+        """Follow the episode through `reset`, `step` and `restore` replies (dispatch's shapes)."""
+        if method == "reset":
+            info = result[1]
+            self.episode = {"task_id": info.get("task_id"), "steps": 0, "return": 0.0, "terminated": False,
+                            "truncated": False, "state_fingerprint": result[2]}
+        elif method == "step" and self.episode:
+            self.episode.update(steps=self.episode["steps"] + 1, terminated=result[2], truncated=result[3],
+                                state_fingerprint=result[5])
+            self.episode["return"] += result[1]
+        elif method == "restore" and self.episode:
+            self.episode.update(terminated=False, truncated=False, state_fingerprint=result[1], restored=True)
 
     def runs_inline(self, method: str) -> bool:
         return self.inlinable and self.fast_calls.get(method, 0) >= INLINE_AFTER
@@ -118,6 +138,8 @@ class SessionManager:
             session.last_used = time.monotonic()
             session.calls += 1
             try:
+                if method == "state":
+                    return session.state()
                 if method == "restore" and args:
                     args = [self.snapshots.get(args[0]), *args[1:]]
                 if session.runs_inline(method):
@@ -126,6 +148,7 @@ class SessionManager:
                     result = await asyncio.to_thread(session.timed, method, tuple(args), kwargs)
                 if method == "snapshot":
                     result = self.snapshots.put(result)
+                session.observe(method, result)
                 return result
             finally:
                 session.last_used = time.monotonic()

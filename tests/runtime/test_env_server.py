@@ -91,6 +91,22 @@ def test_the_session_limit_answers_busy_and_frees_on_close():
         third.close()
 
 
+def test_the_state_call_reports_the_sessions_episode_without_touching_the_env(maze):
+    env = agentgym.make(maze.url)
+    observation, info = env.reset(seed=3, options={"task_id": "easy-3"})
+    fresh = env.state()
+    assert fresh["episode_started"] and fresh["task_id"] == "easy-3" and fresh["steps"] == 0
+    total = 0.0
+    for _ in range(2):
+        _, reward, terminated, truncated, _ = env.step(env.unwrapped.solver_action())
+        total += reward
+    state = env.state()
+    assert (state["steps"], state["terminated"], state["truncated"]) == (2, terminated, truncated)
+    assert state["return"] == pytest.approx(total) and state["state_fingerprint"] == env.state_fingerprint()
+    assert state["calls"] == fresh["calls"] + 5  # two solver actions, two steps and this call
+    env.close()
+
+
 async def test_a_pool_of_full_replicas_makes_episodes_wait_for_a_session_not_fail_busy():
     """Concurrency above the replicas' session limits: every episode completes, none meets 'busy'."""
     from agentgym.runtime.cluster import EnvPool
