@@ -124,6 +124,9 @@ class DataManager:
         self._last_success: dict[str, Episode] = {}
         self._cursor = Cursor()
         self._known: set[str] = set()
+        #: groups handed to the trainer or dropped by curation: a late episode of one (a retry that outlived its
+        #: group, an in-flight episode ended at a resume) is dropped as "late", never started as a new group
+        self._finished: set[str] = set()
         self._staleness: Counter[int] = Counter()
         self._dropped: Counter[str] = Counter()
         self._drop_log: list[tuple[str, int, str]] = []  #: (episode id, turns, reason) since `take_dropped`
@@ -187,6 +190,9 @@ class DataManager:
             self._cv.notify_all()
 
     def _add(self, episode: Episode) -> None:
+        if (episode.group_id or episode.id) in self._finished:
+            self._drop([episode], "late")
+            return
         group = self._groups.setdefault(episode.group_id or episode.id, _Group(self.group_size, episode.task_id))
         if episode.failure == Failure.INFRA:
             self._infra_failures += 1
@@ -263,6 +269,7 @@ class DataManager:
         while len(self._staged) < self.batch_groups and self._ready:
             gid = self._ready.popleft()
             group = self._groups.pop(gid)
+            self._finished.add(gid)
             curated = self._curate(group)
             if curated is not None:
                 self._staged.append(curated)
@@ -322,9 +329,12 @@ class DataManager:
         Groups left incomplete by the crash get retry requests for their missing rollouts.
         """
         done = set(cursor.consumed) | set(cursor.dropped)
+        stored = list(stored)
         with self._cv:
             self._cursor = Cursor(list(cursor.consumed), list(cursor.dropped), cursor.batches)
             self._known |= done
+            self._finished |= {e.group_id or e.id for e in stored if e.id in cursor.consumed or (
+                e.id in done and e.failure != Failure.INFRA)}  # trained, or dropped by curation (infra: retried)
             for episode in stored:
                 if episode.id in done or episode.id in self._known:
                     continue

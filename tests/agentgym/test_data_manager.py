@@ -251,6 +251,33 @@ def test_resume_retries_each_missing_rollout_once_when_in_flight_ones_were_store
     assert len(ids) == len(set(ids)) == 8 and not {e.id for e in [stopped, *only_in_flight]} & set(ids)
 
 
+def test_a_late_episode_of_a_finished_group_is_dropped_and_holds_no_room():
+    """A retry that outlived its group (or an in-flight episode ended at a resume) must not start a new group:
+    that group could never complete, its episodes would hold in-flight room forever and stall the producer."""
+    dm = DataManager(batch_groups=1, group_size=2, staleness_bound=None, max_in_flight=4)
+    push_group(dm, "a", [0, 1])
+    assert dm.pull(timeout=1).group_ids == ["a"]
+    late = ep("a", 1.0)
+    assert dm.try_acquire(1)
+    dm.push(late)
+    dm.push(ep("a", 0.0, failure=Failure.INFRA), acquired=False)
+    assert dm.take_retries() == [] and late.id in dm.cursor().dropped
+    assert ("late" in dm.metrics().dropped) and dm.try_acquire(4)  # the whole limit is free again
+
+
+def test_resume_issues_no_retry_for_groups_already_trained():
+    """At a resume, an in-flight retry of an already trained group (ended as infra by `end_in_flight`) is late:
+    no retries for it, no phantom group that would train its replacements twice."""
+    dm = DataManager(batch_groups=1, group_size=2, staleness_bound=None)
+    trained = push_group(dm, "a", [0, 1])
+    assert dm.pull(timeout=1).group_ids == ["a"]
+    saved = Cursor.from_dict(dm.cursor().to_dict())
+    stopped_retry = ep("a", 0.0, failure=Failure.INFRA)
+    fresh = DataManager(batch_groups=1, group_size=2, staleness_bound=None)
+    assert fresh.restore(saved, trained + [stopped_retry]) == [] and fresh.take_retries() == []
+    assert fresh.metrics().dropped == {"late": 1}
+
+
 def test_a_group_takes_all_its_slots_at_once_so_producers_cannot_deadlock():
     """Two producers that each held part of a group could fill the limit and wait on each other forever."""
     dm = DataManager(batch_groups=2, group_size=4, max_in_flight=8)
