@@ -25,6 +25,13 @@ from agentgym.cost import EpisodeCost
 from agentgym.data import DataManager, TrainBatch
 from agentgym.trajectory import Episode
 
+#: how long the producer tolerates a stall that `DataManager.stalled` reports before it fails the run (seconds)
+STALL_GRACE_S = 10.0
+
+
+class CollectionStalled(RuntimeError):
+    """Async collection can never go on (the in-flight limit is held by groups that cannot complete)."""
+
 
 @dataclass
 class CollectTally:
@@ -151,17 +158,31 @@ class RolloutDriver:
                 self._launch_retries(running)
                 task = next(self._tasks)
                 size = self.dm.rollouts_for(task.task_id)
+                stalled_since = None
                 while not self.dm.try_acquire(size):
                     if stop.is_set():
                         return
                     # a group waiting for its retry holds room: launch the retry while waiting, or no room comes
                     self._launch_retries(running)
+                    stalled_since = self._check_stall(running, stalled_since)
                     await asyncio.sleep(0.002)
                 self._track(running, self.run_group(task, size, acquired=True))
         finally:
             for job in running:
                 job.cancel()
             await asyncio.gather(*running, return_exceptions=True)
+
+    def _check_stall(self, running: set[asyncio.Task], since: float | None) -> float | None:
+        """Raise when no room can ever come (`DataManager.stalled`) for `STALL_GRACE_S` with nothing running: a
+        clear error instead of a run that waits forever. Returns when the stall was first seen (None: no stall)."""
+        reason = None if running else self.dm.stalled()
+        if reason is None:
+            return None
+        now = time.monotonic()
+        if since is not None and now - since > STALL_GRACE_S:
+            raise CollectionStalled(f"collection cannot go on: {reason}; this is a bug in agentgym's group "
+                                    "accounting: please report it with the run's episodes store")
+        return since if since is not None else now
 
     def _launch_retries(self, running: set[asyncio.Task]) -> None:
         """Start the retries owed (each a one-episode group completing its group) without waiting for them."""

@@ -253,19 +253,24 @@ async def async_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpo
     def evaluate_fn(update: int) -> dict[str, float]:
         return asyncio.run_coroutine_threadsafe(evaluator.maybe_eval(update), loop).result()
 
+    halt = threading.Event()  # the producer failed: the trainer stops waiting for batches that will not come
+
     def run_trainer() -> RunResult:
         try:
-            return trainer_loop(cfg, c, log, ckpt, start, version, evaluate_fn=evaluate_fn)
+            return trainer_loop(cfg, c, log, ckpt, start, version, stop=halt, evaluate_fn=evaluate_fn)
         finally:
             loop.call_soon_threadsafe(stop.set)
 
     producer = asyncio.create_task(c.driver.produce(stop))
+    producer.add_done_callback(lambda job: job.cancelled() or job.exception() is None or halt.set())
     try:
         result = await asyncio.to_thread(run_trainer)
     finally:
         stop.set()
         c.dm.close()
         await asyncio.gather(producer, return_exceptions=True)
+    if not producer.cancelled() and producer.exception() is not None:
+        raise producer.exception()
     if c.driver.failures:
         raise c.driver.failures[0]
     return result

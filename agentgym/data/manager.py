@@ -215,6 +215,23 @@ class DataManager:
             out, self._retries = self._retries, []
             return out
 
+    def stalled(self) -> str | None:
+        """Why no collection can ever go on, or None: the in-flight limit is held by queued episodes of groups
+        that cannot complete, with nothing in flight, nothing ready or staged for the trainer and no retry owed.
+
+        Only the producer can tell that nothing is running on its side; it asks this when it has nothing running.
+        """
+        with self._cv:
+            if self.max_in_flight is None or self._occupancy.level or self._ready or self._staged or self._retries:
+                return None
+            queued = self._queued()
+            if queued + self.group_size <= self.max_in_flight:
+                return None
+            waiting = {gid: f"{len(g.episodes) + len(g.masked)}/{g.expected}" for gid, g in self._groups.items()}
+            return (f"the in-flight limit ({self.max_in_flight}) is held by {queued} queued episodes of "
+                    f"{len(waiting)} groups that cannot complete ({dict(list(waiting.items())[:4])}), with nothing "
+                    "in flight and no retry owed")
+
     def _queued(self) -> int:
         return sum(len(g.episodes) for g in self._groups.values()) + sum(len(s[0]) for s in self._staged)
 

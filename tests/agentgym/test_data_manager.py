@@ -278,6 +278,17 @@ def test_resume_issues_no_retry_for_groups_already_trained():
     assert fresh.metrics().dropped == {"late": 1}
 
 
+def test_stalled_names_a_limit_held_by_groups_that_cannot_complete():
+    dm = DataManager(batch_groups=1, group_size=4, staleness_bound=None, max_in_flight=4)
+    assert dm.stalled() is None
+    push_group(dm, "x", [0, 1, 0])  # three of four, and nothing will ever bring the fourth
+    assert "held by 3 queued episodes" in dm.stalled() and "'x': '3/4'" in dm.stalled()
+    assert dm.try_acquire(1) and dm.stalled() is None  # something in flight may still complete it
+    dm.release()
+    dm.push(ep("x", 0.0, failure=Failure.INFRA), acquired=False)
+    assert dm.stalled() is None  # a retry is owed
+
+
 def test_a_group_takes_all_its_slots_at_once_so_producers_cannot_deadlock():
     """Two producers that each held part of a group could fill the limit and wait on each other forever."""
     dm = DataManager(batch_groups=2, group_size=4, max_in_flight=8)

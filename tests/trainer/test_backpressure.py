@@ -125,3 +125,19 @@ async def test_256_in_flight_with_an_env_10x_slower_halfway_stays_bounded_and_na
     assert trainer.peaks["episode_runs"] <= LIMIT
     # in flight or queued (the limit), the batch being trained, the task's last success kept for mixing in
     assert trainer.peaks["episodes"] <= LIMIT + BATCH_GROUPS * GROUP + 1, trainer.peaks
+
+
+async def test_a_producer_that_can_never_get_room_fails_with_a_clear_error(monkeypatch):
+    """Groups that cannot complete hold the in-flight limit and nothing runs: the producer raises (after a grace
+    period) instead of waiting forever, and names the groups."""
+    from agentgym.trainer import collection
+
+    monkeypatch.setattr(collection, "STALL_GRACE_S", 0.05)
+    dm = DataManager(batch_groups=1, group_size=4, staleness_bound=None, max_in_flight=4)
+    for reward in (0.0, 1.0, 0.0):  # three of a group of four; its fourth will never come
+        dm.push(Episode(group_id="x", task_id="t", total_reward=reward), acquired=False)
+    collector = Collector(SleepyEnv, lambda messages: "done", None, progress=False, concurrency=4, max_turns=1)
+    driver = RolloutDriver(collector, dm, ["t"], seed=0, success_reward=1.0)
+    with pytest.raises(collection.CollectionStalled, match="held by 3 queued episodes"):
+        await asyncio.wait_for(driver.produce(asyncio.Event()), timeout=30)
+    await collector.aclose()
