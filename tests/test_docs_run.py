@@ -17,6 +17,7 @@ import typer.testing
 from agentgym import TrajectoryStore
 from agentgym.cli import app
 from agentgym.launch import free_port, launch
+from agentgym.registration import registry
 from tests.helpers.doc_commands import command_lines, words
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,8 @@ def mypkg(tmp_path, monkeypatch) -> Path:
     (package / "policies.py").write_text('def act(messages, env):\n    return "down"  # scripted\n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    # the docs' envs register ids other tests use too (Walk-v0): the registry gets its old entries back afterwards
+    monkeypatch.setattr(registry, "_specs", dict(registry._specs))
     for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
         monkeypatch.delitem(sys.modules, name)
     return tmp_path

@@ -13,7 +13,7 @@ from agentgym.runtime import images
 
 def test_each_builtin_env_names_a_family_image_that_has_a_recipe():
     recipes = images.server_recipes()
-    builtin = [env_id for env_id in registry if registry[env_id].entry_point.startswith("agentgym.envs.")]
+    builtin = [env_id for env_id in registry if isinstance(registry[env_id].entry_point, str) and registry[env_id].entry_point.startswith("agentgym.envs.")]
     assert {"Maze-v0", "KeyDoor-v0", "SQL-v0", "Tools-v0", "Browser-v0"} <= set(builtin)
     for env_id in builtin:
         assert images.image_for(env_id) in recipes, f"{env_id}: no docker/{images.image_for(env_id)}/ recipe"
