@@ -10,7 +10,9 @@ loop call on a `DataManager`, each a round trip to the actor. Calls from one
 caller return before the next is sent, so a group's `expect_group` always
 lands before its pushes. The only change in behaviour is polling: a refused
 `try_acquire` is not asked again for `poll_s` (the backpressure loop would
-otherwise send hundreds of round trips a second while the pipeline is full).
+otherwise send hundreds of round trips a second while the pipeline is full), and
+`stalled` answers from a cache of `poll_s * 10` (the producer asks it on every
+refused poll while it has nothing running).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class DataManagerActor:
     def take_dropped(self) -> list[tuple[str, int, str]]:
         return self.dm.take_dropped()
 
+    def stalled(self) -> str | None:
+        return self.dm.stalled()
+
     def set_version(self, version: int) -> None:
         self.dm.set_version(version)
 
@@ -85,6 +90,7 @@ class RemoteDataManager:
         self._ray, self.actor, self.poll_s = ray, actor, poll_s
         self.batch_groups: int = ray.get(actor.batch_groups.remote())
         self._refused_at = float("-inf")
+        self._stalled_at, self._stalled = float("-inf"), None
 
     def _call(self, method: str, *args: Any) -> Any:
         return self._ray.get(getattr(self.actor, method).remote(*args))
@@ -115,6 +121,11 @@ class RemoteDataManager:
 
     def take_dropped(self) -> list[tuple[str, int, str]]:
         return self._call("take_dropped")
+
+    def stalled(self) -> str | None:
+        if time.monotonic() - self._stalled_at >= self.poll_s * 10:
+            self._stalled, self._stalled_at = self._call("stalled"), time.monotonic()
+        return self._stalled
 
     # ---- training side -----------------------------------------------------------------------
     def set_version(self, version: int) -> None:

@@ -115,7 +115,9 @@ class RolloutWorker:
             if self._stop is not None:
                 self._stop.set()
             if self._producer is not None:
-                await asyncio.gather(self._producer, return_exceptions=True)
+                [outcome] = await asyncio.gather(self._producer, return_exceptions=True)
+                if isinstance(outcome, Exception):  # the producer itself died (CollectionStalled, a bug)
+                    self.driver.failures.append(outcome)
             self._stop = self._producer = None
 
         if not self._closed:
@@ -139,7 +141,12 @@ class RolloutWorker:
         self._thread.join(timeout=30)
 
     def failures(self) -> list[str]:
-        return [f"{type(e).__name__}: {e}" for e in self.driver.failures]
+        """The collection failures so far, the producer's own death (a stall, a bug) included."""
+        errors = list(self.driver.failures)
+        producer = self._producer
+        if producer is not None and producer.done() and not producer.cancelled() and producer.exception():
+            errors.append(producer.exception())
+        return [f"{type(e).__name__}: {e}" for e in errors]
 
     # ---- sync mode ---------------------------------------------------------------------------
     def collect_batch(self, version: int, max_rounds: int) -> TrainBatch | None:
