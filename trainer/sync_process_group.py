@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
-from agentgym.trainer.weight_sync import EngineSync, post_json
+from agentgym.trainer.weight_sync import EngineSync
 
 from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, BufferPool, pack, plan
 from agentgym.policy.weight_group import WeightGroup
@@ -45,9 +45,9 @@ class ProcessGroupSync(EngineSync):
             group = WeightGroup(self.host, 0, 0, len(self.roots) + 1, backend=self.group_backend,
                                 timeout_s=self.timeout_s, device=device)
             for rank, root in enumerate(self.roots, start=1):
-                post_json(root, "/agentgym/weights/join", {"host": self.host, "port": group.port, "rank": rank,
+                self.post(root, "/agentgym/weights/join", {"host": self.host, "port": group.port, "rank": rank,
                           "world_size": len(self.roots) + 1, "backend": self.group_backend,
-                          "timeout_s": self.timeout_s}, timeout=self.timeout_s)
+                          "timeout_s": self.timeout_s})
             self.group = group.connect()
         return self.group
 
@@ -57,8 +57,7 @@ class ProcessGroupSync(EngineSync):
         manifest = plan(state, self.bucket_bytes)
         body = {"manifest": manifest.to_dict(), "version": version, "lora_scaling": lora_scaling}
         with ThreadPoolExecutor(len(self.roots)) as pool:
-            replies = [pool.submit(post_json, root, "/agentgym/weights/receive", body, timeout=self.timeout_s)
-                       for root in self.roots]
+            replies = [pool.submit(self.post, root, "/agentgym/weights/receive", body) for root in self.roots]
             for flat in pack(state, manifest, device=group.device, buffers=self.buffers):
                 group.broadcast(flat)
             versions = [r.result()["version"] for r in replies]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from agentgym.trainer.weight_sync import EngineSync, post_json
+from agentgym.trainer.weight_sync import EngineSync
 
-from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, plan
+from agentgym.policy.weight_buckets import DEFAULT_BUCKET_BYTES, copy_into, plan
 
 
 class SharedMemorySync(EngineSync):
@@ -37,13 +37,12 @@ class SharedMemorySync(EngineSync):
             view = torch.frombuffer(segment.buf, dtype=torch.uint8, count=bucket.nbytes, offset=offset)
             flat = view.view(bucket.torch_dtype)
             for e in bucket.entries:
-                flat[e.offset:e.offset + e.numel].copy_(state[e.name].detach().reshape(-1))
+                copy_into(flat[e.offset:e.offset + e.numel], state[e.name])
             offset += bucket.nbytes
             del view, flat
         body = {"name": segment.name, "manifest": manifest.to_dict(), "version": version,
                 "lora_scaling": lora_scaling}
-        versions = [post_json(root, "/agentgym/weights/shm", body, timeout=self.timeout_s)["version"]
-                    for root in self.roots]
+        versions = [self.post(root, "/agentgym/weights/shm", body)["version"] for root in self.roots]
         return self._loaded(versions, version)
 
     def _segment(self, nbytes: int) -> Any:

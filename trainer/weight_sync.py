@@ -82,6 +82,7 @@ class SaveAndReloadSync(WeightSync):
                  loop: asyncio.AbstractEventLoop | None = None, reload: Callable[[str, int], None] | None = None):
         self.backend, self.directory, self.tokenizer, self.keep = backend, Path(directory), tokenizer, keep
         self.loop, self.reload = loop, reload
+        self._http: Any = None  #: an httpx.Client, made at the first POST to `agentgym serve`
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -111,9 +112,18 @@ class SaveAndReloadSync(WeightSync):
             if self.reload is not None:
                 self.reload(path, version)
             else:
-                _post_update(backend.base_url, path, version)
+                self._post_update(backend.base_url, path, version)
             return backend.set_version(version)
         return backend.update_weights(path, version=version)
+
+    def _post_update(self, base_url: str, path: str, version: int) -> None:
+        """Ask an `agentgym serve` server to load `path` as `version` (through one kept-alive client)."""
+        import httpx
+
+        if self._http is None:
+            self._http = httpx.Client(timeout=600)
+        post_json(server_root(base_url), "/agentgym/update_weights", {"path": path, "version": version},
+                  client=self._http)
 
 
 class EngineSync(WeightSync):
@@ -132,6 +142,13 @@ class EngineSync(WeightSync):
         self.roots = [server_root(u) for u in base_urls]
         self.adapter_only = adapter_only  #: a LoRA run sends only its adapter (the engine merges it)
         self.timeout_s, self.backend = timeout_s, backend
+        import httpx
+
+        self._http = httpx.Client(timeout=timeout_s)  #: kept alive between pushes
+
+    def post(self, root: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`post_json` through this sync's kept-alive client (thread-safe: the process group posts from a pool)."""
+        return post_json(root, path, body, timeout=self.timeout_s, client=self._http)
 
     def push(self, model: Any, version: int) -> int:
         """Full merged weights, or only the adapter of a LoRA model (`adapter_only`)."""
@@ -155,12 +172,18 @@ def server_root(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
-def post_json(root: str, path: str, body: dict[str, Any], *, timeout: float = 600) -> dict[str, Any]:
-    """POST `body` to an `agentgym serve` endpoint; a clear error when it is not one."""
+def post_json(root: str, path: str, body: dict[str, Any], *, timeout: float = 600,
+              client: Any = None) -> dict[str, Any]:
+    """POST `body` to an `agentgym serve` endpoint; a clear error when it is not one.
+
+    Pass `client` (an `httpx.Client`) to reuse its connections: a one-off `httpx.post` builds a new client,
+    TLS context included, which costs tens of milliseconds on every push.
+    """
     import httpx
 
     try:
-        response = httpx.post(f"{root}{path}", json=body, timeout=timeout)
+        poster = client.post if client is not None else httpx.post
+        response = poster(f"{root}{path}", json=body, timeout=timeout)
     except httpx.HTTPError as exc:
         raise RuntimeError(f"could not reach {root}{path} ({exc!r}); is it `agentgym serve`?") from exc
     if response.status_code == 404:
@@ -169,8 +192,3 @@ def post_json(root: str, path: str, body: dict[str, Any], *, timeout: float = 60
     if response.status_code >= 400:
         raise RuntimeError(f"{root}{path} answered {response.status_code}: {response.text[:500]}")
     return response.json()
-
-
-def _post_update(base_url: str, path: str, version: int) -> None:
-    """Ask an `agentgym serve` server to load `path` as `version`."""
-    post_json(server_root(base_url), "/agentgym/update_weights", {"path": path, "version": version})

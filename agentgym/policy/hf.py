@@ -154,6 +154,8 @@ class HFBackend(Backend):
 
     def update_weights(self, weights: Any, *, version: int | None = None) -> int:
         """Load a (full or partial) state dict or a checkpoint path; drops every KV cache."""
+        from agentgym.policy.weight_buckets import copy_into, one_thread
+
         state = _load_state(weights) if isinstance(weights, str | os.PathLike) else dict(weights)
         with self._lock:
             own = self.model.state_dict()
@@ -165,7 +167,18 @@ class HFBackend(Backend):
                 if tuple(value.shape) != tuple(own[key].shape):
                     raise ConfigError(f"update_weights: '{key}' has shape {tuple(value.shape)}, "
                                       f"the model expects {tuple(own[key].shape)}")
-            self.model.load_state_dict(state, strict=False)
+            with one_thread():  # in place, as load_state_dict does; one memcpy per tensor on a CPU
+                for key, value in state.items():
+                    copy_into(own[key], value)
+            self._caches.clear()
+            return self._bump_version(version)
+
+    def edit_weights(self, edit: Any, *, version: int | None = None) -> int:
+        """Run `edit(model)`, which writes new values into the model's weights in place, between generation
+        batches; drops every KV cache and bumps the version like `update_weights`. For a receiver that
+        computes weights straight into the model (a LoRA merge) instead of building a state dict first."""
+        with self._lock, self.torch.no_grad():
+            edit(self.model)
             self._caches.clear()
             return self._bump_version(version)
 

@@ -9,11 +9,18 @@ Two transports, both driven by the trainer (`agentgym.trainer.sync_process_group
 - shared memory (one host): ``from_shared_memory(name, manifest, version)`` reads
   the buckets from the segment the trainer wrote.
 
-Either way the backend gets one state dict (`update_weights`), which it loads
-between generation batches under its own lock, dropping its KV caches. A LoRA
-run sends only its adapter (``<weight>@lora_A``, ``@lora_B`` and a scaling per
-module): the receiver keeps the base weights of the adapted modules from the
-first such sync and loads ``W_base + scaling * B @ A``.
+Either way the backend gets one state dict (`update_weights`), which it copies
+into the model in place between generation batches under its own lock, dropping
+its KV caches. A LoRA run sends only its adapter (``<weight>@lora_A``, ``@lora_B``
+and a scaling per module): the receiver keeps the base weights of the adapted
+modules from the first such sync and writes ``W_base + scaling * B @ A`` straight
+into the model's weights (`edit_weights`, under the same lock).
+
+What a push costs on the receiving side, and why (a profile of `bench/weight_sync.py`):
+the buckets are received into host memory kept between pushes (CPU) and the
+shared-memory segment stays attached while the trainer keeps it (a fresh
+allocation or mapping faults the whole model's pages in again); every host copy
+is one memcpy (`weight_buckets.copy_into`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from agentgym.errors import ConfigError
 
 
 class WeightReceiver:
-    """Receives weights for `backend` (anything with `update_weights(state, version=)`)."""
+    """Receives weights for `backend` (anything with `update_weights(state, version=)` and
+    `edit_weights(edit, version=)`, as `HFBackend`)."""
 
     def __init__(self, backend: Any, *, device: str = "cpu"):
         self.backend, self.device = backend, device
@@ -33,6 +41,8 @@ class WeightReceiver:
         self._joined = threading.Event()
         self._join_error: BaseException | None = None
         self._lora_base: dict[str, Any] = {}  #: base weights of LoRA-adapted modules, kept at the first adapter
+        self._arena: Any = None  #: host memory the buckets are received into, kept between pushes (CPU only)
+        self._segment: Any = None  #: the trainer's shared-memory segment, kept attached between pushes
 
     # ---- process group -------------------------------------------------------------------------
     def join(self, host: str, port: int, rank: int, world_size: int, backend: str = "gloo",
@@ -66,11 +76,28 @@ class WeightReceiver:
         if self._join_error is not None or self.group is None:
             raise ConfigError(f"joining the trainer's weight group failed: {self._join_error!r}")
         state: dict[str, Any] = {}
-        for bucket in Manifest.from_dict(manifest).buckets:
-            flat = torch.empty(bucket.numel, dtype=bucket.torch_dtype, device=self.group.device)
+        buckets = Manifest.from_dict(manifest).buckets
+        arena, offset = self._receive_arena(sum(_aligned(b.nbytes) for b in buckets)), 0
+        for bucket in buckets:
+            flat = arena[offset:offset + bucket.nbytes].view(bucket.torch_dtype)
             self.group.broadcast(flat)
             state.update(unpack(bucket, flat))
+            offset += _aligned(bucket.nbytes)
         return self._load(state, version, lora_scaling)
+
+    def _receive_arena(self, nbytes: int) -> Any:
+        """Bytes to receive one push into. On a CPU the same memory serves every push (a fresh allocation
+        would cost the kernel's page faults over the whole model each time); on a GPU a fresh one from the
+        caching allocator (free to take, and no model-sized block held between pushes)."""
+        import torch
+
+        device = self.group.device
+        if device.type != "cpu":
+            return torch.empty(nbytes, dtype=torch.uint8, device=device)
+        if self._arena is None or self._arena.numel() < nbytes:
+            self._arena = None
+            self._arena = torch.empty(nbytes, dtype=torch.uint8)
+        return self._arena
 
     # ---- shared memory -------------------------------------------------------------------------
     def from_shared_memory(self, name: str, manifest: dict[str, Any], version: int | None,
@@ -80,7 +107,7 @@ class WeightReceiver:
 
         from agentgym.policy.weight_buckets import Manifest, unpack
 
-        segment = attach(name)
+        segment = self._attached(name)
         state: dict[str, Any] = {}
         try:
             offset = 0
@@ -91,30 +118,52 @@ class WeightReceiver:
                 del raw
             return self._load(state, version, lora_scaling)
         finally:
-            state.clear()  # the views into the segment must be gone before it is closed
-            segment.close()
+            state.clear()  # no view into the segment outlives the load (it may be closed at the next push)
+
+    def _attached(self, name: str) -> Any:
+        """The segment called `name`, attached once and kept while the trainer keeps writing into it (mapping
+        it afresh every push would fault its pages in again); a new name (the trainer's model grew) closes
+        the old one."""
+        if self._segment is not None and self._segment.name == name:
+            return self._segment
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+        self._segment = attach(name)
+        return self._segment
 
     def _load(self, state: dict[str, Any], version: int | None, lora_scaling: dict[str, float] | None) -> int:
         if lora_scaling:
-            state = self._merge_adapter(state, lora_scaling)
+            return self.backend.edit_weights(lambda model: self._merge_adapter(model, state, lora_scaling),
+                                             version=version)
         return self.backend.update_weights(state, version=version)
 
-    def _merge_adapter(self, state: dict[str, Any], scaling: dict[str, float]) -> dict[str, Any]:
-        """Full weights of the adapted modules from an adapter-only state: W_base + scaling * B @ A."""
+    def _merge_adapter(self, model: Any, state: dict[str, Any], scaling: dict[str, float]) -> None:
+        """Write W_base + scaling * B @ A into each adapted weight of `model`, from an adapter-only state.
+
+        Straight into the weight (`addmm(..., out=)`, one kernel): no merged copy is allocated and then
+        copied in. Runs under the backend's lock (`edit_weights`), between generation batches."""
         import torch
 
-        own = self.backend.model.state_dict()
-        merged = {}
-        for key, scale in scaling.items():
-            if key not in own:
-                raise ConfigError(f"the LoRA adapter names {key!r}, which this model does not have")
-            if key not in self._lora_base:  # the base weight is copied once, at the first adapter
-                self._lora_base[key] = own[key].detach().clone()
-            base = self._lora_base[key]
-            a, b = state[f"{key}@lora_A"].to(base.device), state[f"{key}@lora_B"].to(base.device)
-            with torch.no_grad():  # W + (B @ A) * scaling in one kernel (one parallel region, not three)
-                merged[key] = torch.addmm(base, b.to(base.dtype), a.to(base.dtype), alpha=scale)
-        return merged
+        from agentgym.policy.weight_buckets import one_thread
+
+        own = model.state_dict()
+        missing = sorted(key for key in scaling if key not in own)
+        if missing:
+            raise ConfigError(f"the LoRA adapter names {missing[:3]}, which this model does not have")
+        with one_thread():
+            for key, scale in scaling.items():
+                if key not in self._lora_base:  # the base weight is copied once, at the first adapter
+                    self._lora_base[key] = own[key].detach().clone()
+                base = self._lora_base[key]
+                a = state[f"{key}@lora_A"].to(base.device, base.dtype)
+                b = state[f"{key}@lora_B"].to(base.device, base.dtype)
+                torch.addmm(base, b, a, alpha=scale, out=own[key])
+
+
+def _aligned(nbytes: int, to: int = 64) -> int:
+    """`nbytes` rounded up so that the next bucket starts aligned for any dtype."""
+    return -(-nbytes // to) * to
 
 
 def attach(name: str) -> Any:
