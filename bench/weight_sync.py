@@ -24,18 +24,19 @@ from typing import Any
 import torch
 
 
-def syncs(url: str, tokenizer: Any, workdir: Path) -> dict[str, Any]:
+def syncs(url: str, tokenizer: Any, workdir: Path, bucket_bytes: int) -> dict[str, Any]:
     from agentgym.trainer.sync_process_group import ProcessGroupSync
     from agentgym.trainer.sync_shared_memory import SharedMemorySync
     from agentgym.trainer.weight_sync import SaveAndReloadSync
 
     from agentgym.policy.openai import OpenAIBackend
 
-    return {"process_group": ProcessGroupSync([url]), "shared_memory": SharedMemorySync([url]),
+    return {"process_group": ProcessGroupSync([url], bucket_bytes=bucket_bytes),
+            "shared_memory": SharedMemorySync([url], bucket_bytes=bucket_bytes),
             "save_reload": SaveAndReloadSync(OpenAIBackend(f"{url}/v1", tokenizer=tokenizer), workdir, tokenizer)}
 
 
-def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0) -> dict[str, Any]:
+def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0, bucket_mb: int = 256) -> dict[str, Any]:
     """Mean push seconds per path (after one untimed set-up push), each push verified by digest."""
     import httpx
     from agentgym.trainer.model import ModelSpec, build_model, lora_adapter_state, merged_state_dict
@@ -52,11 +53,11 @@ def measure(hidden: int, layers: int, repeats: int, lora_rank: int = 0) -> dict[
     server = serve_model(tiny_model_dir(tiny), timeout_s=180)
     url = server.url
     out: dict[str, Any] = {"model_mb": nbytes / 1e6, "adapter_mb": sent / 1e6 if lora_rank else None,
-                           "repeats": repeats, "paths": {}}
+                           "repeats": repeats, "bucket_mb": bucket_mb, "paths": {}}
     version = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for name, sync in syncs(url, tokenizer, Path(tmp)).items():
+            for name, sync in syncs(url, tokenizer, Path(tmp), bucket_mb << 20).items():
                 seconds = []
                 for _ in range(repeats + 1):  # the first push of a path also sets it up (group, segment): not timed
                     with torch.no_grad():
@@ -88,17 +89,19 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--bucket-mb", type=int, default=256, help="weight_sync_bucket_mb (the config's default: 256)")
     ap.add_argument("--lora-rank", type=int, default=0, help="also measure a LoRA model (adapter-only pushes)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    result = measure(args.hidden, args.layers, args.repeats)
+    result = measure(args.hidden, args.layers, args.repeats, bucket_mb=args.bucket_mb)
     if args.lora_rank:
-        result["lora"] = measure(args.hidden, args.layers, args.repeats, lora_rank=args.lora_rank)
+        result["lora"] = measure(args.hidden, args.layers, args.repeats, lora_rank=args.lora_rank,
+                                 bucket_mb=args.bucket_mb)
     if args.json:
         print(json.dumps(result))
         return
-    print(f"model {result['model_mb']:.1f} MB, mean of {args.repeats} pushes")
+    print(f"model {result['model_mb']:.1f} MB, buckets of {args.bucket_mb} MB, mean of {args.repeats} pushes")
     for name, row in result["paths"].items():
         print(f"  {name:14s} {row['push_s']:.3f} s/push  {row['s_per_100mb']:.3f} s/100MB  "
               f"x{row['speedup_vs_save_reload']:.1f} vs save_reload")

@@ -58,7 +58,12 @@ class ProcessGroupSync(EngineSync):
         body = {"manifest": manifest.to_dict(), "version": version, "lora_scaling": lora_scaling}
         with ThreadPoolExecutor(len(self.roots)) as pool:
             replies = [pool.submit(self.post, root, "/agentgym/weights/receive", body) for root in self.roots]
+            in_flight: list[Any] = []  # bucket i+1 is packed while bucket i is sent (two send buffers)
             for flat in pack(state, manifest, device=group.device, buffers=self.buffers):
-                group.broadcast(flat)
+                in_flight.append(group.broadcast(flat, async_op=True))
+                if len(in_flight) == 2:
+                    in_flight.pop(0).wait()  # its slot is refilled by the next bucket but one
+            for work in in_flight:
+                work.wait()
             versions = [r.result()["version"] for r in replies]
         return self._loaded(versions, version)

@@ -86,10 +86,11 @@ def plan(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_B
 
 def pack(state: Mapping[str, torch.Tensor], manifest: Manifest, device: torch.device | str = "cpu",
          buffers: BufferPool | None = None) -> Iterator[torch.Tensor]:
-    """The flat buffer of each bucket, in manifest order (one bucket in memory at a time; from `buffers` when
-    given, so that repeated pushes reuse their memory)."""
-    for b in manifest.buckets:
-        flat = buffers.get(b, device) if buffers is not None else torch.empty(b.numel, dtype=b.torch_dtype, device=device)
+    """The flat buffer of each bucket, in manifest order; from `buffers` when given, so that repeated pushes
+    reuse their memory (consecutive buckets get alternate slots: send bucket i before asking for bucket i+2)."""
+    for i, b in enumerate(manifest.buckets):
+        flat = (buffers.get(b, device, slot=i % 2) if buffers is not None
+                else torch.empty(b.numel, dtype=b.torch_dtype, device=device))
         for e in b.entries:
             copy_into(flat[e.offset:e.offset + e.numel], state[e.name])
         yield flat
@@ -128,18 +129,19 @@ def one_thread() -> Iterator[None]:
 
 
 class BufferPool:
-    """One flat send buffer per (dtype, device), as large as the largest bucket so far, kept between pushes.
+    """Two flat send buffers per (dtype, device), each as large as the largest bucket so far, kept between pushes.
 
-    A fresh `torch.empty` for every bucket of every push costs the kernel's page faults each time on a CPU;
-    the sender fills and broadcasts one bucket at a time (the broadcast returns when it is done), so one
-    buffer per dtype serves every bucket: at most one bucket of memory is kept.
+    A fresh `torch.empty` for every bucket of every push costs the kernel's page faults each time on a CPU.
+    The sender fills bucket i+1 while bucket i is still on its way (`pack` alternates the two slots, and the
+    sender waits for a bucket's broadcast before it refills that slot), so at most two buckets of memory per
+    dtype are kept.
     """
 
     def __init__(self) -> None:
-        self._buffers: dict[tuple[str, str], torch.Tensor] = {}
+        self._buffers: dict[tuple[str, str, int], torch.Tensor] = {}
 
-    def get(self, bucket: Bucket, device: torch.device | str) -> torch.Tensor:
-        key = (bucket.dtype, str(device))
+    def get(self, bucket: Bucket, device: torch.device | str, slot: int = 0) -> torch.Tensor:
+        key = (bucket.dtype, str(device), slot)
         flat = self._buffers.get(key)
         if flat is None or flat.numel() < bucket.numel:
             flat = self._buffers[key] = torch.empty(bucket.numel, dtype=bucket.torch_dtype, device=device)
@@ -147,7 +149,7 @@ class BufferPool:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held (at most the largest bucket of each dtype)."""
+        """Bytes held (at most two of the largest bucket of each dtype)."""
         return sum(t.numel() * t.element_size() for t in self._buffers.values())
 
 

@@ -46,13 +46,20 @@ class WeightGroup:
                 self.pg = dist.ProcessGroupGloo(self.store, self.rank, self.world_size, self.timeout)
         return self
 
-    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
-        """In place: rank 0's `tensor` on every member (NCCL needs it on this member's GPU)."""
+    def broadcast(self, tensor: torch.Tensor, *, async_op: bool = False) -> Any:
+        """In place: rank 0's `tensor` on every member (NCCL needs it on this member's GPU).
+
+        Returns `tensor`; with `async_op` the pending work instead (``.wait()`` it before touching `tensor`):
+        broadcasts posted one after another complete in order, so a sender can fill its next bucket and a
+        receiver load its last one while a transfer runs."""
         import torch.distributed as dist
 
         opts = dist.BroadcastOptions()
         opts.rootRank = 0
-        self.pg.broadcast([tensor], opts).wait()
+        work = self.pg.broadcast([tensor], opts)
+        if async_op:
+            return work
+        work.wait()
         return tensor
 
     @property

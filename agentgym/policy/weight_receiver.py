@@ -66,24 +66,30 @@ class WeightReceiver:
 
     def receive(self, manifest: dict[str, Any], version: int | None, timeout_s: float = 300.0,
                 lora_scaling: dict[str, float] | None = None) -> int:
-        """Take the buckets of one broadcast and load them; returns the backend's new version."""
-        import torch
+        """Take the buckets of one broadcast and load them; returns the backend's new version.
 
+        Every bucket's receive is posted at once (gloo/NCCL fill them in order in the background); a full
+        push is then copied into the model bucket by bucket as each one lands, under the backend's lock, so
+        the copy of bucket i overlaps the transfer of bucket i+1."""
         from agentgym.policy.weight_buckets import Manifest, unpack
 
         if not self._joined.wait(timeout_s):
             raise ConfigError(f"no weight group formed within {timeout_s:.0f}s: did the trainer start it?")
         if self._join_error is not None or self.group is None:
             raise ConfigError(f"joining the trainer's weight group failed: {self._join_error!r}")
-        state: dict[str, Any] = {}
         buckets = Manifest.from_dict(manifest).buckets
-        arena, offset = self._receive_arena(sum(_aligned(b.nbytes) for b in buckets)), 0
+        arena, offset, landing = self._receive_arena(sum(_aligned(b.nbytes) for b in buckets)), 0, []
         for bucket in buckets:
             flat = arena[offset:offset + bucket.nbytes].view(bucket.torch_dtype)
-            self.group.broadcast(flat)
-            state.update(unpack(bucket, flat))
+            landing.append((bucket, flat, self.group.broadcast(flat, async_op=True)))
             offset += _aligned(bucket.nbytes)
-        return self._load(state, version, lora_scaling)
+        if lora_scaling:  # an adapter: small; merged once all of it is here
+            state: dict[str, Any] = {}
+            for bucket, flat, work in landing:
+                work.wait()
+                state.update(unpack(bucket, flat))
+            return self._load(state, version, lora_scaling)
+        return self.backend.edit_weights(lambda model: _copy_as_received(model, landing), version=version)
 
     def _receive_arena(self, nbytes: int) -> Any:
         """Bytes to receive one push into. On a CPU the same memory serves every push (a fresh allocation
@@ -159,6 +165,28 @@ class WeightReceiver:
                 a = state[f"{key}@lora_A"].to(base.device, base.dtype)
                 b = state[f"{key}@lora_B"].to(base.device, base.dtype)
                 torch.addmm(base, b, a, alpha=scale, out=own[key])
+
+
+def _copy_as_received(model: Any, landing: list[tuple[Any, Any, Any]]) -> None:
+    """Copy each (bucket, flat, pending receive) into `model`'s weights once its receive completes.
+
+    The names and shapes are checked against the model first; on a mismatch every receive is still waited
+    for (the trainer is sending them) before the error."""
+    from agentgym.policy.weight_buckets import copy_into, one_thread, unpack
+
+    own = model.state_dict()
+    wrong = [f"{e.name} {e.shape}" for bucket, _, _ in landing for e in bucket.entries
+             if e.name not in own or list(own[e.name].shape) != e.shape]
+    if wrong:
+        for _, _, work in landing:
+            work.wait()
+        raise ConfigError(f"the trainer pushed {len(wrong)} tensors this model does not have (name and shape), "
+                          f"e.g. {wrong[:3]}; the engine must serve the policy's base model")
+    with one_thread():
+        for bucket, flat, work in landing:
+            work.wait()
+            for name, tensor in unpack(bucket, flat):
+                copy_into(own[name], tensor)
 
 
 def _aligned(nbytes: int, to: int = 64) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.policy.weight_buckets import BufferPool, Manifest, digest, pack, plan, unpack
+from agentgym.policy.weight_buckets import BufferPool, Manifest, copy_into, digest, one_thread, pack, plan, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,16 +35,34 @@ def test_buckets_round_trip_through_a_json_manifest():
     assert digest(out) == digest(state) and out.keys() == state.keys()
 
 
-def test_pooled_send_buffers_keep_one_bucket_per_dtype_between_pushes():
+def test_pooled_send_buffers_keep_at_most_two_buckets_per_dtype_between_pushes():
     state = {"a": torch.randn(3, 4), "b": torch.randn(10).bfloat16(), "c": torch.randn(100), "d": torch.randn(2)}
     manifest, pool = plan(state, bucket_bytes=64), BufferPool()
+    held = []
     for _ in range(2):  # a second push reuses the buffers
         out = {}
         for bucket, flat in zip(manifest.buckets, pack(state, manifest, buffers=pool), strict=True):
-            out.update({k: v.clone() for k, v in unpack(bucket, flat)})  # sent before the next bucket is packed
+            out.update({k: v.clone() for k, v in unpack(bucket, flat)})  # sent before its slot is refilled
         assert digest(out) == digest(state)
+        held.append(pool.nbytes)
     largest = {d: max(b.nbytes for b in manifest.buckets if b.dtype == d) for d in ("float32", "bfloat16")}
-    assert pool.nbytes == sum(largest.values())
+    assert held[0] == held[1] <= 2 * sum(largest.values())
+
+
+def test_copy_into_writes_in_place_for_every_layout_and_dtype():
+    for src, dst in [(torch.randn(4, 5), torch.empty(20)),  # contiguous, one dtype: the memcpy path
+                     (torch.randn(6).bfloat16(), torch.empty(2, 3, dtype=torch.bfloat16)),
+                     (torch.randn(5, 4).t(), torch.empty(4, 5)),  # a strided source
+                     (torch.randn(3, 3), torch.empty(3, 3, dtype=torch.bfloat16)),  # a dtype conversion
+                     (torch.randn(2, 2, requires_grad=True), torch.nn.Parameter(torch.zeros(2, 2)))]:
+        storage = dst.data_ptr()
+        copy_into(dst, src)
+        assert dst.data_ptr() == storage  # written in place, never rebound
+        assert torch.equal(dst.reshape(-1), src.detach().to(dst.dtype).reshape(-1))
+    before = torch.get_num_threads()
+    with one_thread():
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
 
 
 @pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")), reason="needs unshare and ip")
