@@ -4,7 +4,9 @@ The parity tests run `bench/trainer_ranks.py` (the trainer's own `build_policy_s
 synthetic global batch) with 1 process and with 2 ranks: the objective of every update must agree to 1e-5
 (relative) and the weights after 3 updates to 1e-4, for ddp and fsdp2, with GRPO and with a critic (GAE) after
 an SFT warm start, and with a learned credit model (OPRL) under fsdp2; a sharded checkpoint saved with one
-world size resumes with the other and lands on the uninterrupted run's weights. The end-to-end test trains
+world size resumes with the other and lands on the uninterrupted run's weights. Two torchrun agents of one
+rank each, started as if on two nodes (static and c10d rendezvous on 127.0.0.1), give the same numbers as one
+process. The end-to-end test trains
 the tiny model on Maze-v0 with `torchrun -m agentgym train`, kills rank 1 mid-run, and resumes.
 """
 
@@ -117,6 +119,40 @@ def test_two_fsdp2_ranks_match_one_process_with_a_learned_credit_model(tmp_path)
     learned = ("--updates", "3", "--set", "estimator=oprl")
     one = ranks(tmp_path, "single", 1, "--strategy", "single", *learned)
     assert_same(one, ranks(tmp_path, "fsdp2", 2, "--strategy", "fsdp2", *learned))
+
+
+#: `nodes` torchrun agents started side by side in one loopback-only namespace; NODE_RANK in an argument
+#: becomes each agent's node rank. Exits with the last failing agent's status.
+NODES_SCRIPT = """
+pids=()
+for n in $(seq 0 $((NODES - 1))); do "${@/NODE_RANK/$n}" > "$LOGS/node$n.log" 2>&1 & pids+=($!); done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+exit $rc
+"""
+
+RENDEZVOUS = {  # the two ways docs/distributed.md launches several nodes
+    "static": ["--master-addr=127.0.0.1", "--master-port=29500", "--node-rank=NODE_RANK"],
+    "c10d": ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29400", "--rdzv-id=agentgym-test",
+             "--local-addr=127.0.0.1"],
+}
+
+
+@needs_netns
+@pytest.mark.parametrize("rendezvous", sorted(RENDEZVOUS))
+def test_two_torchrun_nodes_give_the_one_process_losses_and_weights(tmp_path, one_process, rendezvous):
+    # two torchrun agents, one rank each, as on two hosts: they meet only through the rendezvous on 127.0.0.1
+    out, weights = tmp_path / "nodes.json", tmp_path / "nodes.pt"
+    agent = [*TORCHRUN, "--nnodes=2", "--nproc-per-node=1", *RENDEZVOUS[rendezvous], str(RANKS),
+             "--strategy", "fsdp2", "--updates", "3", "--set", "nodes=2", "--out", str(out), "--weights", str(weights)]
+    done = subprocess.run([str(NETNS), "bash", "-c", NODES_SCRIPT, "nodes", *agent], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "NODES": "2",
+                                                       "LOGS": str(tmp_path)})
+    logs = "\n".join((tmp_path / f"node{n}.log").read_text()[-2000:] for n in range(2))
+    assert done.returncode == 0, logs
+    result = json.loads(out.read_text())
+    assert result["world_size"] == 2  # one rank from each agent: the two formed one group
+    assert_same(one_process, (result, torch.load(weights)))
 
 
 @needs_netns
