@@ -333,9 +333,6 @@ class TrainConfig(BaseModel):
                 raise ValueError(f"strategy: single runs one process but world_size is {self.world_size}; "
                                  "set strategy: ddp or fsdp2, or world_size: 1")
             return
-        if self.strategy == "fsdp2" and self.lora_rank > 0:
-            raise ValueError("strategy: fsdp2 does not support LoRA (lora_rank > 0) yet; use strategy: ddp "
-                             "(an adapter is small: replicas cost little) or single")
         if self.world_size % self.nodes:
             raise ValueError(f"world_size ({self.world_size}) must be a multiple of nodes ({self.nodes})")
         per_node, (devices, kind) = self.world_size // self.nodes, _local_devices(self.device)

@@ -57,6 +57,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="config override KEY=VALUE (YAML value)")
     ap.add_argument("--out", required=True, help="rank 0 writes its JSON result here")
     ap.add_argument("--weights", default=None, help="rank 0 saves the full weights here (torch.save)")
+    ap.add_argument("--adapter", default=None, help="a LoRA run: rank 0 saves the adapter as an adapter-only weight "
+                    "sync gathers it (torch.save of lora_adapter_state) here")
     ap.add_argument("--load", default=None, help="resume from this run directory's latest sharded checkpoint first")
     ap.add_argument("--save", default=None, help="save a sharded checkpoint into this run directory at the end")
     ap.add_argument("--ray", type=int, default=0, metavar="N",
@@ -150,6 +152,10 @@ def run_rank(args: argparse.Namespace) -> None:
     if args.save:
         checkpoints(args.save).save(model=side.model, tokenizer=None, optimizer=side.optimizer,
                                     scheduler=side.scheduler, state=TrainerState(done + args.updates, 0, {}, side.updater.shuffle_state()))
+    if args.adapter:
+        from agentgym.trainer.model import lora_adapter_state
+
+        torch.save(lora_adapter_state(side.model), args.adapter)
     full = side.updater.strategy.gathered_state_dict()
     Path(args.out).write_text(json.dumps({"strategy": cfg.strategy, "world_size": world, "losses": losses,
                                           "sft_losses": sft_losses, "critic_losses": critic_losses,

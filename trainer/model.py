@@ -104,7 +104,16 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
 
 def lora_adapter_state(model: Any) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """Only the LoRA adapter, for a rollout engine that holds the base weights: tensors named
-    ``<base weight key>@lora_A`` / ``@lora_B`` and each module's scaling (``W = W_base + scaling * B @ A``)."""
+    ``<base weight key>@lora_A`` / ``@lora_B`` and each module's scaling (``W = W_base + scaling * B @ A``).
+
+    A sharded (fsdp2) policy gathers the adapter through its strategy, with every rank taking part."""
+    gather = getattr(model, "agentgym_adapter_state", None)
+    return gather() if gather is not None else adapter_state(model)
+
+
+def adapter_state(model: Any) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """`lora_adapter_state` of this process's model; an fsdp2 shard is gathered whole (a collective per tensor:
+    every rank calls this, in the same module order)."""
     tensors: dict[str, torch.Tensor] = {}
     scaling: dict[str, float] = {}
     for name, module in model.get_base_model().named_modules():
@@ -116,10 +125,34 @@ def lora_adapter_state(model: Any) -> tuple[dict[str, torch.Tensor], dict[str, f
             if getattr(module, "fan_in_fan_out", False):
                 raise ValueError(f"{name}: fan_in_fan_out LoRA layers are not supported by adapter-only sync")
             key = f"{name}.weight"
-            tensors[f"{key}@lora_A"] = module.lora_A[adapter].weight.detach()
-            tensors[f"{key}@lora_B"] = module.lora_B[adapter].weight.detach()
+            tensors[f"{key}@lora_A"] = _whole(module.lora_A[adapter].weight)
+            tensors[f"{key}@lora_B"] = _whole(module.lora_B[adapter].weight)
             scaling[key] = float(module.scaling[adapter])
     return tensors, scaling
+
+
+def merge_lora_state(model: Any, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A LoRA model's own state dict (PEFT's key names, as gathered from fsdp2 shards or a ddp replica) as the
+    full weights in the base model's key names, each adapted weight merged: ``W + scaling * B @ A``.
+    An empty `state` (a follower's share of a gather) gives an empty dict."""
+    prefix = "base_model.model."
+    merged = {k.removeprefix(prefix).replace(".base_layer.", "."): v for k, v in state.items() if "lora_" not in k}
+    for name, module in model.get_base_model().named_modules():
+        if not (hasattr(module, "base_layer") and hasattr(module, "lora_A")):
+            continue
+        for adapter in module.active_adapters:
+            a, b = state.get(f"{prefix}{name}.lora_A.{adapter}.weight"), state.get(f"{prefix}{name}.lora_B.{adapter}.weight")
+            if a is None or b is None:
+                continue
+            w = merged[f"{name}.weight"]
+            merged[f"{name}.weight"] = torch.addmm(w, b.to(w.dtype), a.to(w.dtype), alpha=float(module.scaling[adapter]))
+    return merged
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """`t` detached, gathered whole when it is an fsdp2 shard (a DTensor)."""
+    full = getattr(t, "full_tensor", None)
+    return (full() if full is not None else t).detach()
 
 
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:

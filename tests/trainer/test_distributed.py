@@ -88,8 +88,7 @@ def test_config_refuses_more_ranks_than_devices_and_unsupported_combinations():
         load_train_config(None, {"world_size": 2})
     with pytest.raises(ConfigError, match="set strategy: ddp or fsdp2"):
         load_train_config(None, {"world_size": 2})
-    with pytest.raises(ConfigError, match="LoRA"):
-        load_train_config(None, {"strategy": "fsdp2", "lora_rank": 4})
+    load_train_config(None, {"strategy": "fsdp2", "world_size": 1, "lora_rank": 4})  # LoRA shards like the rest
     for estimator in ("gae", "spa", "oprl"):  # critic and learned credit models: on the leader
         load_train_config(None, {"strategy": "fsdp2", "world_size": 1, "estimator": estimator, "sft_steps": 2})
 
@@ -153,6 +152,42 @@ def test_two_torchrun_nodes_give_the_one_process_losses_and_weights(tmp_path, on
     result = json.loads(out.read_text())
     assert result["world_size"] == 2  # one rank from each agent: the two formed one group
     assert_same(one_process, (result, torch.load(weights)))
+
+
+def test_a_lora_models_own_state_merges_into_the_base_models_weights():
+    from agentgym.trainer.model import ModelSpec, build_model, merge_lora_state, merged_state_dict
+
+    from agentgym.policy.models import TinyModelSpec
+
+    model, _ = build_model(ModelSpec(tiny=TinyModelSpec(hidden_size=32, num_layers=1, intermediate_size=64,
+                                                        num_heads=2, num_kv_heads=2), device="cpu", lora_rank=4))
+    with torch.no_grad():  # a trained adapter (PEFT starts lora_B at zero, which would merge to the base)
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_()
+    merged, expected = merge_lora_state(model, model.state_dict()), merged_state_dict(model)
+    assert merged.keys() == expected.keys() and not any("lora" in k or "base_layer" in k for k in merged)
+    for key in merged:
+        assert torch.allclose(merged[key], expected[key], atol=1e-6), key
+
+
+@needs_netns
+def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path):
+    # PEFT's frozen base and trainable adapter sharded by fully_shard; an adapter-only sync gathers the adapter
+    # whole on the leader (the follower joins), the full weights come out merged in the base model's names
+    lora = ("--updates", "3", "--set", "lora_rank=4")
+    one = ranks(tmp_path, "single", 1, "--strategy", "single", *lora, "--adapter", str(tmp_path / "one.adapter"))
+    two = ranks(tmp_path, "fsdp2", 2, "--strategy", "fsdp2", *lora, "--adapter", str(tmp_path / "two.adapter"),
+                "--save", str(tmp_path / "run"))
+    assert_same(one, two)
+    assert not any("lora" in k for k in two[1])
+    (a, scale_a), (b, scale_b) = torch.load(tmp_path / "one.adapter"), torch.load(tmp_path / "two.adapter")
+    assert scale_a == scale_b and a.keys() == b.keys() and len(a) > 0
+    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    from safetensors.torch import load_file  # the checkpoint's policy/ is a plain model of the merged weights
+
+    saved = load_file(next((tmp_path / "run" / "checkpoints").glob("update-*/policy/model.safetensors")))
+    assert saved.keys() == two[1].keys()
 
 
 @needs_netns

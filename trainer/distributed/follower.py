@@ -8,6 +8,7 @@ next, in the same order:
                      which alone holds the critic and the learned credit models)
     sft <demos>      its share of the SFT warm start's steps
     gather           its part of gathering the full weights (fsdp2 weight sync)
+    gather_adapter   its part of gathering a LoRA adapter (fsdp2 adapter-only weight sync)
     save <dir>       its DCP shard of a checkpoint (+ the gather for policy/)
     load <dir>       its shard of a checkpoint, resharded to this world size
     stop             leave (the run is over)
@@ -43,6 +44,8 @@ def follow(cfg: TrainConfig) -> int:
                 sft_policy_side(side, **payload)
             elif command == "gather":
                 strategy.full_state_dict()
+            elif command == "gather_adapter":
+                strategy.gathered_adapter_state()
             elif command == "save":
                 ckpt.save_shards(payload, side.optimizer)
             elif command == "load":

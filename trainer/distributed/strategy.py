@@ -8,7 +8,10 @@
   state. On a GPU the sharded fp32 master weights compute in bf16
   (`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`); `cpu_offload`
   keeps the shards in host memory (`CPUOffloadPolicy`). Gradients are
-  reduce-scattered once per mini-batch (``set_requires_gradient_sync``).
+  reduce-scattered once per mini-batch (``set_requires_gradient_sync``). A LoRA
+  model is sharded the same way (PEFT's frozen base and trainable adapter
+  weights side by side in each block's shards; only the adapter gets gradients
+  and optimizer state).
 
 Both ddp and fsdp2 average gradients over ranks; the update scales each rank's
 loss by the world size so that the sum of rank losses is the one-process objective.
@@ -21,6 +24,7 @@ from typing import Any
 
 import torch
 from agentgym.trainer.distributed.group import RankGroup
+from agentgym.trainer.model import adapter_state, is_lora, merge_lora_state
 
 
 class Strategy:
@@ -38,8 +42,12 @@ class Strategy:
         yield
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """Every parameter and buffer, unsharded, on the CPU (leader; followers join for fsdp2)."""
-        return {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
+        """Every parameter and buffer, unsharded, on the CPU (leader; followers join for fsdp2), in the base
+        model's key names with a LoRA adapter merged in (loadable as a Hugging Face model)."""
+        return self._merged({k: v.detach().to("cpu") for k, v in self.model.state_dict().items()})
+
+    def _merged(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return merge_lora_state(self.model, state) if is_lora(self.model) else state
 
     @property
     def needs_gather(self) -> bool:
@@ -82,6 +90,14 @@ class FSDP2Strategy(Strategy):
             fully_shard(block, mp_policy=mp, offload_policy=offload)
         fully_shard(model, mp_policy=mp, offload_policy=offload)
         model.agentgym_full_state = self.gathered_state_dict  # what `merged_state_dict` calls
+        if is_lora(model):
+            model.agentgym_adapter_state = self.gathered_adapter_state  # what `lora_adapter_state` calls
+
+    def gathered_adapter_state(self) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """Leader: the whole LoRA adapter for an adapter-only weight sync (followers join: `gather_adapter`)."""
+        if self.needs_gather and self.group.is_leader:
+            self.group.lead("gather_adapter")
+        return adapter_state(self.model)
 
     @contextmanager
     def accumulate(self, sync: bool):
@@ -95,7 +111,7 @@ class FSDP2Strategy(Strategy):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        return get_model_state_dict(self.model, options=options)
+        return self._merged(get_model_state_dict(self.model, options=options))
 
     @property
     def needs_gather(self) -> bool:
