@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym.policy.weight_buckets import BufferPool, Manifest, copy_into, digest, one_thread, pack, plan, unpack
+from agentgym.policy.weight_buckets import (
+    BufferPool,
+    Manifest,
+    copy_into,
+    digest,
+    one_thread,
+    pack,
+    plan,
+    unpack,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
