@@ -2,9 +2,11 @@
 
 The trainer keeps one `multiprocessing.shared_memory` segment (grown when the
 model grows), writes every bucket into it back to back, and tells each engine
-its name and the manifest (``POST /agentgym/weights/shm``); the engine copies
-the tensors out and loads them. One host only: a server elsewhere cannot open
-the segment and says so.
+its name and the manifest (``POST /agentgym/weights/shm``); the engine keeps
+the segment mapped and copies each tensor from it straight into its model (one
+memcpy per tensor each side: about 30-65 ms for a 137 MB model on the loaded
+2-core development machine). One host only: a server elsewhere cannot open the
+segment and says so.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class SharedMemorySync(EngineSync):
         return self.segment
 
     def close(self) -> None:
-        """Free the segment (engines hold no reference to it between pushes)."""
+        """Unlink the segment. An engine keeps its mapping between pushes (mapping it afresh each time faults
+        every page in again), so the memory is returned once the engine moves to a new segment or exits."""
         if self.segment is not None:
             self.segment.close()
             self.segment.unlink()
