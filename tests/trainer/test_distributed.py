@@ -6,7 +6,8 @@ synthetic global batch) with 1 process and with 2 ranks: the objective of every 
 an SFT warm start, and with a learned credit model (OPRL) under fsdp2; a sharded checkpoint saved with one
 world size resumes with the other and lands on the uninterrupted run's weights. Two torchrun agents of one
 rank each, started as if on two nodes (static and c10d rendezvous on 127.0.0.1), give the same numbers as one
-process. The end-to-end test trains
+process, and so do 2 fsdp2 ranks training a LoRA adapter (whose sharded checkpoint resumes on 1 rank).
+The end-to-end test trains
 the tiny model on Maze-v0 with `torchrun -m agentgym train`, kills rank 1 mid-run, and resumes.
 """
 
@@ -171,23 +172,42 @@ def test_a_lora_models_own_state_merges_into_the_base_models_weights():
         assert torch.allclose(merged[key], expected[key], atol=1e-6), key
 
 
+#: a LoRA adapter on the tiny model (PEFT), 3 updates
+LORA = ("--updates", "3", "--set", "lora_rank=4")
+
+
+@pytest.fixture(scope="module")
+def one_process_lora(tmp_path_factory) -> tuple[dict, dict]:
+    tmp = tmp_path_factory.mktemp("single-lora")
+    result = ranks(tmp, "single", 1, "--strategy", "single", *LORA, "--adapter", str(tmp / "adapter.pt"))
+    return result[0] | {"adapter": torch.load(tmp / "adapter.pt")}, result[1]
+
+
 @needs_netns
-def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path):
+def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path, one_process_lora):
     # PEFT's frozen base and trainable adapter sharded by fully_shard; an adapter-only sync gathers the adapter
     # whole on the leader (the follower joins), the full weights come out merged in the base model's names
-    lora = ("--updates", "3", "--set", "lora_rank=4")
-    one = ranks(tmp_path, "single", 1, "--strategy", "single", *lora, "--adapter", str(tmp_path / "one.adapter"))
-    two = ranks(tmp_path, "fsdp2", 2, "--strategy", "fsdp2", *lora, "--adapter", str(tmp_path / "two.adapter"),
+    two = ranks(tmp_path, "fsdp2", 2, "--strategy", "fsdp2", *LORA, "--adapter", str(tmp_path / "two.adapter"),
                 "--save", str(tmp_path / "run"))
-    assert_same(one, two)
+    assert_same(one_process_lora, two)
     assert not any("lora" in k for k in two[1])
-    (a, scale_a), (b, scale_b) = torch.load(tmp_path / "one.adapter"), torch.load(tmp_path / "two.adapter")
+    (a, scale_a), (b, scale_b) = one_process_lora[0]["adapter"], torch.load(tmp_path / "two.adapter")
     assert scale_a == scale_b and a.keys() == b.keys() and len(a) > 0
     assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
     from safetensors.torch import load_file  # the checkpoint's policy/ is a plain model of the merged weights
 
     saved = load_file(next((tmp_path / "run" / "checkpoints").glob("update-*/policy/model.safetensors")))
     assert saved.keys() == two[1].keys()
+
+
+@needs_netns
+def test_a_lora_checkpoint_of_two_fsdp2_ranks_resumes_on_one(tmp_path, one_process_lora):
+    ranks(tmp_path, "a", 2, "--strategy", "fsdp2", "--updates", "2", "--set", "lora_rank=4",
+          "--save", str(tmp_path / "two"))
+    resumed = ranks(tmp_path, "b", 1, "--strategy", "fsdp2", "--updates", "1", "--set", "lora_rank=4",
+                    "--load", str(tmp_path / "two"))
+    assert_same(one_process_lora, resumed, losses=False)
+    assert resumed[0]["losses"][0] == pytest.approx(one_process_lora[0]["losses"][2], rel=1e-5)
 
 
 @needs_netns
