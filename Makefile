@@ -3,6 +3,7 @@
 #   make quickstart   create .venv, install, run the main job: a tiny local model learns Maze-v0 on CPU
 #   make test         install what the tests need (apt packages, Docker engine, venv) and run every suite
 #   make test-fast    the suites that need no container engine, browser, Ray or vLLM (inner loop)
+#   make test-exhaustive  the sweeps over every shipped task (make test runs samples of each)
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 TEST_EXTRAS := train,dev,postgres,docker,tools,browser,serve,ray
 PYTEST_ARGS ?=
 
-.PHONY: quickstart test test-fast setup-test venv lint bench clean
+.PHONY: quickstart test test-fast test-exhaustive setup-test venv lint bench clean
 
 venv:
 	bash scripts/venv.sh train
@@ -26,11 +27,14 @@ setup-test:
 	bash scripts/vllm-venv.sh
 
 test: setup-test
-	$(PY) -m pytest -q -rs $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -m "not exhaustive" $(PYTEST_ARGS)
+
+test-exhaustive: setup-test
+	$(PY) -m pytest -q -rs -m exhaustive $(PYTEST_ARGS)
 
 test-fast:
 	bash scripts/venv.sh $(TEST_EXTRAS)
-	$(PY) -m pytest -q -x -m "not docker and not browser and not ray and not vllm and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -x -m "not docker and not browser and not ray and not vllm and not slow and not exhaustive" $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check .

@@ -75,7 +75,7 @@ def test_a_random_policy_runs_on_a_sample_of_tasks_without_error():
     assert len(random_episodes(tasks)) == len(tasks)
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_a_random_policy_runs_on_every_shipped_task_without_error():
     rewards = random_episodes(miniwob_tasks())
     assert len(rewards) == len(miniwob_tasks())

@@ -59,7 +59,7 @@ def test_solvers_score_full_reward_on_a_sample_of_every_site_and_level():
     check_solvers(task_ids[::11])
 
 
-@pytest.mark.slow
+@pytest.mark.exhaustive
 def test_every_solver_scores_full_reward_on_every_task():
     check_solvers(BrowserEnv(sites=SITES).task_ids())
 
