@@ -86,10 +86,16 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
                                  "train_task_count": len(c.train_tasks), "held_out_tasks": c.eval_tasks})
         start_fresh(cfg, p, c.train_tasks, log)
     loop = sync_loop if cfg.mode == "sync" else async_loop
+
+    async def run_then_close() -> RunResult:
+        try:
+            return await loop(cfg, c, log, ckpt, start, version)
+        finally:  # on the run's own event loop: an HTTP backend's pooled connections belong to it
+            await c.aclose()
+
     try:
-        result = asyncio.run(loop(cfg, c, log, ckpt, start, version))
+        result = asyncio.run(run_then_close())
     finally:
         log.close()
-        asyncio.run(c.aclose())
     store.end_in_flight(cfg.name, IN_FLIGHT_AT_END)  # the episodes the stopped collection abandoned
     return result

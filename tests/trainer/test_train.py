@@ -66,6 +66,22 @@ def test_async_run_trains_with_bounded_staleness(tmp_path):
     assert all(bottleneck_name(r) in STAGES for r in rows)  # every row names the stage that limits the run
 
 
+def test_run_against_a_served_policy_ends_cleanly_with_its_weights_served(tmp_path, tiny_dir):
+    """backend: openai against `agentgym serve`: the run closes its HTTP client on its own event loop (closing it on
+    a second one failed every served run at its end with 'Event loop is closed')."""
+    pytest.importorskip("uvicorn")
+    import httpx
+
+    from agentgym.launch import serve_model
+
+    with serve_model(tiny_dir) as served:
+        cfg = load_train_config(None, toy_config(tmp_path, name="toy-served", updates=1, eval_every=0, eval_tasks=0,
+                                                 checkpoint_every=0, backend="openai", backend_url=f"{served.url}/v1"))
+        result = train(cfg)
+        assert result.updates == 1 and httpx.get(f"{served.url}/health", timeout=10).json()["version"] == 1
+    assert [r["update"] for r in read_jsonl(cfg.run_dir / "metrics.jsonl")] == [1]
+
+
 def test_resume_after_sigkill_neither_repeats_nor_loses_episodes(tmp_path):
     conf = toy_config(tmp_path, name="killed", updates=8, checkpoint_every=2, eval_every=0, eval_tasks=0,
                       tensorboard=False, plot=False)
