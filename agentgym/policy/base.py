@@ -151,6 +151,9 @@ class Backend(abc.ABC):
     name: str = "backend"
     tokenizer: Any = None
     logprob_convention: str = LOGPROB_CONVENTION
+    #: accept a lower policy version than the current one (set by `agentgym serve`, whose weights come from one
+    #: trainer: a trainer resumed from its checkpoint sends that checkpoint's version, below the one it had pushed)
+    rewind_versions: bool = False
 
     def __init__(self) -> None:
         self.version = 0
@@ -170,7 +173,7 @@ class Backend(abc.ABC):
         return await asyncio.to_thread(self.update_weights, weights, version=version)
 
     def _bump_version(self, version: int | None) -> int:
-        if version is not None and version < self.version:
+        if version is not None and version < self.version and not self.rewind_versions:
             raise ConfigError(f"policy version must not go backwards: at {self.version}, asked for {version}")
         self.version = self.version + 1 if version is None else version
         return self.version

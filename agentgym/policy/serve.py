@@ -17,6 +17,8 @@ extension, as in vLLM), ``seed``, ``stop``; ``n`` must be 1. Requests that
 carry an ``X-Agentgym-Episode`` header share that episode's KV cache across
 turns; the policy version is reported in ``system_fingerprint`` as
 ``agentgym-vN``. Log-probs follow `agentgym.policy.base.LOGPROB_CONVENTION`.
+Weights may arrive with a lower version than the served one: a trainer that was killed and resumed
+from its checkpoint sends that checkpoint's weights and version, and the server takes both.
 
 Needs the `serve` extra (fastapi, uvicorn) and the `train` extra (torch, transformers).
 """
@@ -87,6 +89,7 @@ def create_app(backend: HFBackend, model_name: str, root: str | None = None) -> 
     from fastapi.responses import JSONResponse
 
     app = fastapi.FastAPI(title="agentgym serve")
+    backend.rewind_versions = True  # a resumed trainer sends its checkpoint's version, maybe below the served one
 
     @app.exception_handler(ConfigError)
     async def _config_error(_request: Any, exc: ConfigError) -> Any:

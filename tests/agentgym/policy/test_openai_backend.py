@@ -151,3 +151,15 @@ async def test_abort_cancels_in_flight_requests(server, tokenizer):
         remote.abort(["slow"])
         [done] = await task
     assert done.finish_reason == FinishReason.ABORT and done.token_ids == []
+
+
+def test_served_weights_take_a_resumed_trainers_lower_version(server, tiny_dir):
+    """A trainer killed after pushing version 3 resumes from its checkpoint at version 1 and pushes that: the server
+    serves version 1 (in-process backends still refuse a version going back)."""
+    import httpx
+
+    for version in (3, 1, 0):  # 0 last: the module's server is back where it started
+        answer = httpx.post(f"{server}/agentgym/update_weights", json={"path": str(tiny_dir), "version": version},
+                            timeout=120)
+        assert answer.status_code == 200 and answer.json() == {"version": version}
+        assert httpx.get(f"{server}/health", timeout=10).json()["version"] == version
