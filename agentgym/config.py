@@ -127,6 +127,11 @@ class TrainConfig(BaseModel):
     """Rollout backend: hf (in process, weights synced in memory) or openai/vllm (save-and-reload)."""
     backend_url: str | None = None
     """openai backend: base URL of the OpenAI-compatible server."""
+    backend_timeout_s: float = Field(300.0, gt=0)
+    """openai backend: seconds one HTTP request may go unanswered before it is abandoned and retried."""
+    backend_retries: int = Field(5, ge=0)
+    """openai backend: retries of a request that failed transiently (dropped connection, timeout, 429, 5xx); past
+    them the episode ends as an infra failure (``policy failed: ...``) and its group collects a new one."""
     weight_sync: Literal["auto", "process_group", "shared_memory", "save_reload"] = "auto"
     """How new weights reach the rollout side: auto = in memory for hf, save_reload for openai/vllm;
     process_group (bucketed gloo/NCCL broadcast into `agentgym serve`, or NCCL into vLLM's workers) and

@@ -104,7 +104,8 @@ def build_backend(cfg: TrainConfig, model: Any, tokenizer: Any, loop: Any = None
     if cfg.backend == "openai":
         from agentgym.policy.openai import OpenAIBackend
 
-        backend = OpenAIBackend(cfg.backend_url, tokenizer=tokenizer)
+        backend = OpenAIBackend(cfg.backend_url, tokenizer=tokenizer, timeout_s=cfg.backend_timeout_s,
+                                 max_retries=cfg.backend_retries)
         return backend, openai_sync(cfg, backend, tokenizer)
     from agentgym.policy.vllm import VLLMBackend
 

@@ -141,3 +141,15 @@ def test_entropy_filter_keeps_the_highest_entropy_turns():
     _keep_high_entropy([batch], [samples], [ent], 0.6)
     kept = [bool(batch.loss_mask[s]) for s in samples[0].turn_starts]
     assert kept == [False, True, True, False, True]
+
+
+def test_the_openai_backend_gets_the_runs_request_timeout_and_retries(tmp_path):
+    """backend_timeout_s bounds one request to a served policy (a stalled server), backend_retries its retries."""
+    from agentgym.trainer.components import build_backend
+
+    from agentgym.config import load_train_config
+
+    cfg = load_train_config(None, {"env": "Maze-v0", "output_dir": str(tmp_path), "backend": "openai",
+                                   "backend_url": "http://127.0.0.1:9/v1", "backend_timeout_s": 7, "backend_retries": 1})
+    backend, _sync = build_backend(cfg, None, None)
+    assert backend.max_retries == 1 and backend._client.timeout.read == 7
