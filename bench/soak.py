@@ -2,9 +2,10 @@
 
     python bench/soak.py --minutes 30 --json      # the full soak (one JSON object on stdout)
     python bench/soak.py --short --json           # the CI size (6 updates, 2 trainer kills)
+    python bench/soak.py --short --policy served --json   # the policy behind a faulty `agentgym serve`
 
 What runs: ``agentgym train`` as a subprocess (the tiny model, ``mode: async``, the in-process hf
-backend) on ``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every
+backend, or with ``--policy served`` `agentgym serve` behind a fault proxy, bench/soak_policy.py) on ``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every
 instance runs in a worker process (`agentgym.runtime.ProcessEnv`). Faults, all seeded by ``--seed``
 and appended (fsynced) to ``faults.jsonl`` before they act:
 
@@ -12,7 +13,11 @@ and appended (fsynced) to ``faults.jsonl`` before they act:
 - ``step_hang``: an env step sleeps past the run's ``turn_timeout_s`` (``--hang-rate`` per step);
 - ``trainer_kill``: the driver SIGKILLs the trainer twice, at seeded times, and resumes it with ``--resume``;
 - ``store_disconnect``: with a PostgreSQL ``--store``, the driver terminates the run's store connections
-  (``pg_terminate_backend``) every ``--pg-every-s`` seconds.
+  (``pg_terminate_backend``) every ``--pg-every-s`` seconds;
+- ``policy_500`` / ``policy_drop`` / ``policy_stall`` (``--policy served``): the proxy answers a generation
+  request with HTTP 500, drops its connection after the server answered, or stalls past the client's timeout;
+  an isolated fault (``--policy-fault-rate``) must be absorbed by the client's retry, an outage
+  (``--policy-outage-rate``: every request of the episode fails) must end the episode as an infra failure.
 
 The accounting (keys of the JSON object) joins the env's start log and fault log with the store:
 ``episodes`` (by status/failure), ``faults_injected`` and ``infra_failures`` (by kind),
@@ -24,7 +29,9 @@ data manager collects anew), ``duplicated``, ``infra_trained`` (infra-failed epi
 batch, from trained.jsonl and the stored turn_credit rows), ``updates`` (contiguous, none twice, per
 resume the checkpoint it went back to), ``leaked`` (worker processes, temp files) and ``rss``
 (per long-lived process: MB at the start of the measured window and at the end, growth %, slope MB/min),
-``cost`` (the run's summed per-episode cost: env CPU s and peak MB of the env workers, wall s by stage, tokens).
+``cost`` (the run's summed per-episode cost: env CPU s and peak MB of the env workers, wall s by stage, tokens);
+served: ``policy_faults`` (isolated faults absorbed, outages that ended their episode) and ``weight_sync``
+(the server ends with the last checkpoint's version and weights digest).
 Counts only; nothing here asserts a time.
 """
 
@@ -51,6 +58,7 @@ sys.path.insert(0, str(BENCH))
 
 from soak_accounting import account  # noqa: E402
 from soak_env import append_record  # noqa: E402
+from soak_policy import PolicyFaultProxy, served_weights, start_policy_server, weight_sync_check  # noqa: E402
 
 ROOT = BENCH.parent
 RUN_NAME = "soak"
@@ -73,15 +81,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "postgresql://... also injects store_disconnect faults")
     parser.add_argument("--pg-every-s", type=float, default=20.0, help="seconds between store disconnects")
     parser.add_argument("--workdir", default=None, help="where the run goes (default: a fresh temp dir)")
+    parser.add_argument("--policy", choices=("inprocess", "served"), default="inprocess",
+                        help="inprocess: the trainer's own hf backend; served: `agentgym serve` behind a proxy that "
+                        "injects HTTP 500s, dropped connections and stalls (bench/soak_policy.py)")
+    parser.add_argument("--policy-fault-rate", type=float, default=0.04,
+                        help="served: chance per generation request of one fault the client's retry absorbs")
+    parser.add_argument("--policy-outage-rate", type=float, default=0.005,
+                        help="served: chance per generation request that every later request of its episode fails")
+    parser.add_argument("--policy-timeout-s", type=float, default=10.0,
+                        help="served: the client's timeout per request (backend_timeout_s); a stall lasts twice it")
+    parser.add_argument("--policy-retries", type=int, default=2, help="served: the client's retries (backend_retries)")
     args = parser.parse_args(argv)
     if args.short and args.trainer_kills > SHORT_UPDATES - 2:
         parser.error(f"--short runs {SHORT_UPDATES} updates: at most {SHORT_UPDATES - 2} --trainer-kills")
     if args.minutes <= 0 or args.trainer_kills < 0:
         parser.error("--minutes must be > 0 and --trainer-kills >= 0")
+    if args.policy_retries < 1:
+        parser.error("--policy-retries must be >= 1: the client's retry is what absorbs an isolated fault")
     return args
 
 
-def write_config(args: argparse.Namespace, work: Path) -> Path:
+def write_config(args: argparse.Namespace, work: Path, backend_url: str | None = None) -> Path:
     small = args.short
     config = {
         "include": [str(ROOT / "configs/base/cpu-tiny.yaml")], "name": RUN_NAME, "output_dir": str(work / "runs"),
@@ -97,6 +117,9 @@ def write_config(args: argparse.Namespace, work: Path) -> Path:
     }
     if args.store:
         config["store"] = args.store
+    if backend_url is not None:  # the served policy, through the fault proxy (weights by save-and-reload)
+        config.update(backend="openai", backend_url=f"{backend_url}/v1", backend_timeout_s=args.policy_timeout_s,
+                      backend_retries=args.policy_retries)
     path = work / "soak.yaml"
     path.write_text(json.dumps(config, indent=1))  # JSON is YAML
     return path
@@ -108,6 +131,7 @@ class RssSampler(threading.Thread):
     def __init__(self, every_s: float = 2.0):
         super().__init__(daemon=True)
         self.every_s, self.samples, self.trainer, self.segment = every_s, {}, None, 0
+        self.others: dict[str, psutil.Process] = {}  #: other long-lived processes by name (the policy server)
         self.worker_pids: set[int] = set()
         self._halt = threading.Event()
 
@@ -115,6 +139,8 @@ class RssSampler(threading.Thread):
         me = psutil.Process()
         while not self._halt.wait(self.every_s):
             self._sample("driver", me)
+            for name, proc in list(self.others.items()):
+                self._sample(name, proc)
             trainer = self.trainer
             if trainer is None:
                 continue
@@ -299,27 +325,52 @@ def run_costs(store: str) -> dict[str, float]:
         return opened.run_costs(RUN_NAME)
 
 
+def served_model_dir(config: Path) -> str:
+    """The directory of the run's starting model (what `agentgym serve` loads before the first weight sync)."""
+    from agentgym.trainer.components import model_spec
+    from agentgym.trainer.model import model_path
+
+    from agentgym.config import load_train_config
+
+    return model_path(model_spec(load_train_config(config)))
+
+
+def start_served_policy(args: argparse.Namespace, work: Path, sampler: RssSampler) -> tuple[Any, PolicyFaultProxy]:
+    """`agentgym serve` on the run's model and the fault proxy in front of it (bench/soak_policy.py)."""
+    server = start_policy_server(served_model_dir(write_config(args, work)), work, work.name)
+    sampler.others["policy_server"] = psutil.Process(server.proc.pid)
+    proxy = PolicyFaultProxy(int(server.url.rsplit(":", 1)[1]), work / "faults.jsonl", seed=args.seed,
+                             fault_rate=args.policy_fault_rate, outage_rate=args.policy_outage_rate,
+                             stall_s=2 * args.policy_timeout_s)
+    return server, proxy
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
     (work / "tmp").mkdir(parents=True, exist_ok=True)
-    config = write_config(args, work)
     sampler = RssSampler()
-    sampler.start()
-    disconnector = None
-    if args.store and args.store.startswith("postgresql"):
-        disconnector = StoreDisconnector(args.store, work / "faults.jsonl", args.pg_every_s)
-        disconnector.start()
+    server = proxy = disconnector = None
     try:
+        if args.policy == "served":
+            server, proxy = start_served_policy(args, work, sampler)
+        config = write_config(args, work, proxy.start() if proxy is not None else None)
+        sampler.start()
+        if args.store and args.store.startswith("postgresql"):
+            disconnector = StoreDisconnector(args.store, work / "faults.jsonl", args.pg_every_s)
+            disconnector.start()
         run = run_segments(args, work, config, sampler)
+        served = served_weights(server.url) if server is not None else None
     finally:
-        if disconnector is not None:
-            disconnector.stop()
-        sampler.stop()
+        for part in (disconnector, sampler, proxy, server):
+            if part is not None and (not isinstance(part, threading.Thread) or part.is_alive()):
+                part.stop()
     store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
     (work / "run.json").write_text(json.dumps(run))  # the segments, so the accounting can be run again
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s)
     result["cost"] = run_costs(store)
+    if served is not None:
+        result["weight_sync"] = weight_sync_check(work / "runs" / RUN_NAME, served)
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
     samples = sampler.samples
     (work / "rss.json").write_text(json.dumps(samples))  # the raw samples, for a second look
@@ -329,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     result["rss"] = rss_report(long_lived, skip)
     result["rss_workers"] = rss_report(workers, skip, min_life_s=600.0)  # env workers that lived 10 minutes
     result["leaked"] = leaked(work, sampler.worker_pids)
-    result.update(minutes=None if args.short else args.minutes, seed=args.seed, workdir=str(work))
+    result.update(minutes=None if args.short else args.minutes, seed=args.seed, policy=args.policy, workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
 

@@ -22,6 +22,9 @@ TOKEN = re.compile(r"\[soak (ep-\d+-\d+)\]")
 EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
 #: infra failures of episodes in flight when the trainer was killed (ended on resume) or when the run ended
 TRAINER_STOPPED, RUN_ENDED = "trainer_stopped", "run_ended"
+#: the infra failure a policy server outage must produce (the client's retries ran out), and the fault kinds
+POLICY_FAILED = "policy_failed"
+POLICY_KINDS = ("policy_500", "policy_drop", "policy_stall")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -36,6 +39,8 @@ def infra_kind(error: str | None) -> str:
         return TRAINER_STOPPED
     if text == IN_FLIGHT_AT_END:
         return RUN_ENDED
+    if text.startswith("policy failed"):
+        return POLICY_FAILED
     if "did not answer" in text:
         return "env_timeout"
     if "died during" in text:
@@ -85,6 +90,11 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
         "unnamed_episodes": len(by_token.get(None, [])),
     }
     result.update(fault_match(faults, by_token, infra, {s["token"]: s["time"] for s in starts}))
+    result.update(policy_fault_match(faults, episodes))
+    policy = result["policy_faults"]
+    if policy["outages_ended_episode"]:
+        result["faults_hit_stored_episodes"]["policy_outage"] = policy["outages_ended_episode"]
+    result["fault_mismatches"] += policy["mismatches"]
     result.update(lost_and_in_flight(starts, faults, by_token, run["segments"], turn_timeout_s))
     result["infra_trained"] = infra_trained(work / "runs" / run_id / "trained.jsonl", infra, trained_by_credit)
     result["updates"] = update_accounting(work / "runs" / run_id, run["resumes"])
@@ -104,6 +114,7 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
     """
     kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
     env_faults = {f["token"]: f for f in faults if f["kind"] in EXPECTED}
+    outages = {f["episode_id"] for f in faults if f["kind"] in POLICY_KINDS and f["outage"]}
     hit: Counter[str] = Counter()
     mismatches = []
     for fault in env_faults.values():
@@ -118,10 +129,60 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
         kind = infra_kind(ep["error"])
         if kind == TRAINER_STOPPED and any(k >= start_time.get(ep["token"], float("inf")) for k in kills):
             hit["trainer_kill"] += 1
-        elif not (kind == RUN_ENDED or (kind in EXPECTED.values() and ep["token"] in env_faults)):
+        elif not (kind == RUN_ENDED or (kind in EXPECTED.values() and ep["token"] in env_faults)
+                  or (kind == POLICY_FAILED and ep["id"] in outages)):
             mismatches.append({"fault": None, "episode": ep["id"], "error": (ep["error"] or "")[:200]})
     return {"faults_hit_stored_episodes": dict(hit), "fault_mismatches": len(mismatches),
             "fault_mismatch_examples": mismatches[:5]}
+
+
+def policy_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The policy server's faults (bench/soak_policy.py), matched by episode id with the stored episodes.
+
+    An **outage** (every request of the episode failed) must end its episode as ``policy_failed`` with the fault's
+    reason as the client's last error, unless a trainer kill or the run's end pre-empted it; an **isolated** fault
+    must be absorbed by the client's retry: its episode is never ``policy_failed``. The counts land in
+    ``faults_hit_stored_episodes["policy_outage"]`` (outages that ended a stored episode) and ``policy_faults``.
+    Mismatches are added to ``fault_mismatches`` by the caller's sum (``policy_faults["mismatches"]``).
+    """
+    policy = [f for f in faults if f["kind"] in POLICY_KINDS]
+    by_id = {ep["id"]: ep for ep in episodes}
+    outage_kind = {f["episode_id"]: f["kind"] for f in policy if f["outage"]}
+    isolated = [f for f in policy if not f["outage"]]
+    report: dict[str, Any] = {"requests_faulted": dict(Counter(f["kind"] for f in policy)),
+                              "isolated": len(isolated), "absorbed_by_retry": {}, "isolated_not_stored": 0,
+                              "outages": dict(Counter(outage_kind.values())), "outages_ended_episode": 0,
+                              "outages_preempted": 0, "outages_not_stored": 0, "mismatches": []}
+    absorbed: Counter[str] = Counter()
+    for fault in isolated:
+        ep = by_id.get(fault["episode_id"])
+        if ep is None:
+            report["isolated_not_stored"] += 1  # in flight at a trainer stop (an infra failure of its own, or none)
+        elif infra_kind(ep["error"]) == POLICY_FAILED and ep["failure"] == "infra" and ep["id"] not in outage_kind:
+            report["mismatches"].append({"fault": fault, "episode": ep["id"], "error": (ep["error"] or "")[:200]})
+        else:
+            absorbed[fault["kind"]] += 1
+    for episode_id, kind in outage_kind.items():
+        ep = by_id.get(episode_id)
+        if ep is None:
+            report["outages_not_stored"] += 1
+            continue
+        got = infra_kind(ep["error"]) if ep["failure"] == "infra" else None
+        if got == POLICY_FAILED and any(reason in (ep["error"] or "") for reason in POLICY_REASON[kind]):
+            report["outages_ended_episode"] += 1
+        elif got in (TRAINER_STOPPED, RUN_ENDED):
+            report["outages_preempted"] += 1
+        else:
+            report["mismatches"].append({"fault": kind, "episode": episode_id, "status": ep["status"],
+                                         "failure": ep["failure"], "error": (ep["error"] or "")[:200]})
+    report["absorbed_by_retry"] = dict(absorbed)
+    mismatches = report.pop("mismatches")
+    return {"policy_faults": {**report, "mismatches": len(mismatches), "mismatch_examples": mismatches[:5]}}
+
+
+#: what the client's last error may say after an outage of each kind (httpx's error in the backend's BackendError)
+POLICY_REASON = {"policy_500": ("HTTP 500",), "policy_drop": ("RemoteProtocolError", "ReadError"),
+                 "policy_stall": ("ReadTimeout",)}
 
 
 def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]], by_token: dict,

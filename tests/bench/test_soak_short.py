@@ -1,5 +1,7 @@
 """The short soak (bench/soak.py --short): a real async training run with env workers SIGKILLed and hung
-mid-episode and the trainer SIGKILLed twice and resumed, then the accounting. Counts only, never times.
+mid-episode and the trainer SIGKILLed twice and resumed, then the accounting; once with the in-process policy
+and once with `agentgym serve` behind a proxy that answers 500s, drops connections and stalls. Counts only,
+never times.
 """
 
 from __future__ import annotations
@@ -8,23 +10,27 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
 
 
-@pytest.mark.slow
-def test_short_soak_loses_nothing(tmp_path):
-    out = subprocess.run([sys.executable, str(BENCH), "--short", "--json", "--seed", "3", "--workdir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=1200)
+def short_soak(workdir: Path, *args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(BENCH), "--short", "--json", "--seed", "3", "--workdir", str(workdir),
+                          *args], capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def assert_nothing_lost(result: dict[str, Any]) -> None:
+    """The accounting every soak must pass: faults matched to infra failures, nothing lost, twice or leaked."""
     faults = result["faults_injected"]
     assert faults.get("trainer_kill") == 2 and result["updates"]["resumes"] == 2
     assert faults.get("worker_kill", 0) + faults.get("step_hang", 0) > 0, result
     # every env fault whose episode reached the store made it the matching infra failure, and nothing else did
-    assert result["fault_mismatches"] == 0, result["fault_mismatch_examples"]
+    assert result["fault_mismatches"] == 0, (result["fault_mismatch_examples"], result.get("policy_faults"))
     hit = result["faults_hit_stored_episodes"]
     assert result["infra_failures"].get("env_worker_died", 0) == hit.get("worker_kill", 0)
     assert result["infra_failures"].get("env_timeout", 0) == hit.get("step_hang", 0)
@@ -40,3 +46,26 @@ def test_short_soak_loses_nothing(tmp_path):
     assert updates["final"] > 0 and updates["applied_twice"] == 0 and updates["skipped"] == 0
     assert result["leaked"]["processes"] == 0 and result["leaked"]["temp_entries"] == 0, result["leaked"]
     assert "driver" in result["rss"] and all("slope_mb_per_min" in r for r in result["rss"].values())
+
+
+@pytest.mark.slow
+def test_short_soak_loses_nothing(tmp_path):
+    assert_nothing_lost(short_soak(tmp_path))
+
+
+@pytest.mark.slow
+def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):
+    result = short_soak(tmp_path, "--policy", "served")
+    assert_nothing_lost(result)
+    policy = result["policy_faults"]
+    assert sum(policy["requests_faulted"].values()) > 0 and policy["mismatches"] == 0, policy
+    # an isolated fault is absorbed by the client's retry; an outage ends its episode as a policy infra failure
+    assert sum(policy["absorbed_by_retry"].values()) == policy["isolated"] > 0, policy
+    assert policy["isolated_not_stored"] == 0 and policy["outages_not_stored"] == 0, policy
+    assert result["infra_failures"].get("policy_failed", 0) == policy["outages_ended_episode"] \
+        == result["faults_hit_stored_episodes"].get("policy_outage", 0)
+    assert sum(policy["outages"].values()) == policy["outages_ended_episode"] + policy["outages_preempted"]
+    # the server ends with the last checkpoint's weights and version, across the faults and both resumes
+    sync = result["weight_sync"]
+    assert sync["served_version"] == sync["checkpoint_version"] == result["updates"]["final"] and sync["digest_equal"]
+    assert "policy_server" in result["rss"]
