@@ -5,8 +5,8 @@
     python bench/soak.py --short --policy served --json   # the policy behind a faulty `agentgym serve`
 
 What runs: ``agentgym train`` as a subprocess (the tiny model, ``mode: async``, the in-process hf
-backend, or with ``--policy served`` `agentgym serve` behind a fault proxy, bench/soak_policy.py) on ``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every
-instance runs in a worker process (`agentgym.runtime.ProcessEnv`). Faults, all seeded by ``--seed``
+backend, or with ``--policy served`` `agentgym serve` behind a fault proxy, bench/soak_policy.py) on
+``soak_env:SoakMaze-v0`` (bench/soak_env.py), an env that is not thread-safe, so every instance runs in a worker process (`agentgym.runtime.ProcessEnv`). Faults, all seeded by ``--seed``
 and appended (fsynced) to ``faults.jsonl`` before they act:
 
 - ``worker_kill``: the env worker SIGKILLs itself mid-episode (``--kill-rate`` per step);
@@ -58,7 +58,13 @@ sys.path.insert(0, str(BENCH))
 
 from soak_accounting import account  # noqa: E402
 from soak_env import append_record  # noqa: E402
-from soak_policy import PolicyFaultProxy, served_weights, start_policy_server, weight_sync_check  # noqa: E402
+from soak_policy import (  # noqa: E402
+    PolicyFaultProxy,
+    served_version,
+    served_weights,
+    start_policy_server,
+    weight_sync_check,
+)
 
 ROOT = BENCH.parent
 RUN_NAME = "soak"
@@ -155,9 +161,11 @@ class RssSampler(threading.Thread):
 
     def _sample(self, name: str, proc: psutil.Process) -> None:
         try:
-            self.samples.setdefault(name, []).append((time.monotonic(), proc.memory_info().rss / 2**20))
+            rss = proc.memory_info().rss
         except psutil.Error:
-            pass
+            return
+        if rss:  # 0: a killed process not yet reaped (a zombie), not a measurement
+            self.samples.setdefault(name, []).append((time.monotonic(), rss / 2**20))
 
     def stop(self) -> None:
         self._halt.set()
@@ -220,8 +228,10 @@ def kill_plan(args: argparse.Namespace) -> list[dict[str, float]]:
     return [{"after_update": 0, "delay_s": 0.0, "after_s": t} for t in times]
 
 
-def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: RssSampler) -> dict[str, Any]:
-    """Run the trainer to its end, SIGKILLing it by the seeded plan and resuming it with ``--resume``."""
+def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: RssSampler,
+                 served: tuple[PolicyFaultProxy, str] | None = None) -> dict[str, Any]:
+    """Run the trainer to its end, SIGKILLing it by the seeded plan and resuming it with ``--resume`` (noting, with
+    a served policy, the version the server had when the resume began)."""
     plan = kill_plan(args)
     run_dir = work / "runs" / RUN_NAME
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")]),
@@ -232,13 +242,18 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
         if segment:
             resumes.append({"checkpoint_update": checkpoint_update(run_dir), "logged_before_kill": max(
                 logged_updates(run_dir), default=0)})
+            if served is not None:
+                resumes[-1]["served_version_at_resume"] = served_version(served[1])
             cmd.append("--resume")
         with (work / f"trainer-{segment}.log").open("w") as log:
             proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
                                     preexec_fn=_die_with_parent)
             sampler.trainer, sampler.segment = psutil.Process(proc.pid), segment
             kill = plan[segment] if segment < len(plan) else None
-            code = wait_or_kill(proc, kill, began, work / "faults.jsonl", segment, run_dir)
+            # served: the first kill aims between a weight push and its checkpoint, so the resume sends the server
+            # a lower version than it serves
+            aim = served if segment == 0 and served is not None else None
+            code = wait_or_kill(proc, kill, began, work / "faults.jsonl", segment, run_dir, aim)
         sampler.trainer = None
         segments.append({"segment": segment, "pid": proc.pid, "exit": code, "ended": time.time()})
         if kill is None and code != 0:
@@ -258,19 +273,29 @@ def _die_with_parent() -> None:
 
 
 def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: float, fault_log: Path,
-                 segment: int, run_dir: Path) -> int:
+                 segment: int, run_dir: Path, aim: tuple[PolicyFaultProxy, str] | None = None) -> int:
     """Wait for the trainer; with a planned `kill`, SIGKILL it (logged first) once the plan's time has passed
-    and it has checkpointed the plan's update and one of its own (so every resume has progress to lose)."""
+    and it has checkpointed the plan's update and one of its own (so every resume has progress to lose).
+
+    With `aim` (the policy proxy and the server's URL), kill it instead while the server serves weights newer than
+    the last checkpoint: the proxy holds the answer to the trainer's next weight push (`hold_next_load`), so the
+    trainer cannot checkpoint that update, and the resume must send the server a lower version."""
     if kill is None:
         return proc.wait(timeout=None)
-    first, due = checkpoint_update(run_dir), None
+    first, due, window, held = checkpoint_update(run_dir), None, None, None
     while proc.poll() is None:
         ready = checkpoint_update(run_dir) >= max(kill["after_update"], first + 1)
         if due is None and ready and time.monotonic() - began >= kill["after_s"]:
-            due = time.monotonic() + kill["delay_s"]
+            if aim is None:
+                due = time.monotonic() + kill["delay_s"]
+            elif held is None:
+                held = aim[0].hold_next_load()
+        if held is not None and due is None and held.is_set():
+            due, window = time.monotonic(), {"served_version": served_version(aim[1]),
+                                             "checkpoint_update": checkpoint_update(run_dir)}
         if due is not None and time.monotonic() >= due:
             append_record(str(fault_log), {"kind": "trainer_kill", "pid": proc.pid, "segment": segment,
-                                           "time": time.time()})
+                                           "between_push_and_checkpoint": window, "time": time.time()})
             proc.send_signal(signal.SIGKILL)
             return proc.wait()
         time.sleep(0.2)
@@ -359,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.store and args.store.startswith("postgresql"):
             disconnector = StoreDisconnector(args.store, work / "faults.jsonl", args.pg_every_s)
             disconnector.start()
-        run = run_segments(args, work, config, sampler)
+        run = run_segments(args, work, config, sampler, (proxy, server.url) if server is not None else None)
         served = served_weights(server.url) if server is not None else None
     finally:
         for part in (disconnector, sampler, proxy, server):
@@ -371,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     result["cost"] = run_costs(store)
     if served is not None:
         result["weight_sync"] = weight_sync_check(work / "runs" / RUN_NAME, served)
+        # resumes that sent the server a lower version than it had (the kill fell between a push and its checkpoint)
+        result["weight_sync"]["rewound_at_resume"] = sum(
+            r["served_version_at_resume"] > r["checkpoint_update"] for r in run["resumes"])
     # the measured window starts at minute 5 of the full soak (a third of the way in the short one)
     samples = sampler.samples
     (work / "rss.json").write_text(json.dumps(samples))  # the raw samples, for a second look

@@ -67,6 +67,7 @@ class PolicyFaultProxy:
         self._outages: dict[str, str] = {}  #: episode id -> the fault every request of it gets
         self._just_faulted: set[str] = set()  #: episodes whose last request got an isolated fault
         self.requests = 0  #: generation requests seen
+        self._hold: threading.Event | None = None  #: set when the next weight load has been held (see hold_next_load)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="soak-policy-proxy", daemon=True)
         self._server: asyncio.AbstractServer | None = None
@@ -84,14 +85,22 @@ class PolicyFaultProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=30)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
+
+    def hold_next_load(self) -> threading.Event:
+        """Relay the next ``/agentgym/update_weights`` to the server but never its answer to the trainer; the event
+        is set once the server has loaded those weights. The trainer, still waiting on its push, has not
+        checkpointed them: a kill now leaves the server a version ahead of the last checkpoint."""
+        self._hold = threading.Event()
+        return self._hold
 
     # ---- one client connection: requests in turn (HTTP/1.1 keep-alive) ---------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -104,7 +113,12 @@ class PolicyFaultProxy:
                 method, path, headers = _parse_request(head)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 fault = self._decide(method, path, headers)
-                if fault is None:
+                if self._hold is not None and path == "/agentgym/update_weights":
+                    hold, self._hold = self._hold, None
+                    await self._relay(head + body)
+                    hold.set()
+                    await asyncio.Event().wait()  # until the proxy stops (the trainer is killed meanwhile)
+                elif fault is None:
                     writer.write(await self._relay(head + body))
                 elif not await self._inject(fault, head + body, writer):
                     return
@@ -198,6 +212,13 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
         data += await reader.readexactly(size + 2)  # the chunk and its CRLF
         if size == 0:
             return data
+
+
+def served_version(url: str) -> int:
+    """The policy version the server serves now (``GET /health``), asked directly."""
+    import httpx
+
+    return int(httpx.get(f"{url}/health", timeout=30).json()["version"])
 
 
 def served_weights(url: str) -> dict[str, Any]:

@@ -68,4 +68,6 @@ def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):
     # the server ends with the last checkpoint's weights and version, across the faults and both resumes
     sync = result["weight_sync"]
     assert sync["served_version"] == sync["checkpoint_version"] == result["updates"]["final"] and sync["digest_equal"]
+    # the first kill fell between a weight push and its checkpoint: that resume sent the server a lower version
+    assert sync["rewound_at_resume"] == 1, result["updates"]["per_resume"]
     assert "policy_server" in result["rss"]
