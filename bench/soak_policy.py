@@ -85,15 +85,18 @@ class PolicyFaultProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            for _ in range(5):  # a connection accepted just before the close starts its task a little later
+                tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.sleep(0.05)
 
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=30)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=30)
+            self._loop.close()
 
     def hold_next_load(self) -> threading.Event:
         """Relay the next ``/agentgym/update_weights`` to the server but never its answer to the trainer; the event
@@ -117,7 +120,8 @@ class PolicyFaultProxy:
                     hold, self._hold = self._hold, None
                     await self._relay(head + body)
                     hold.set()
-                    await asyncio.Event().wait()  # until the proxy stops (the trainer is killed meanwhile)
+                    await reader.read()  # the answer is never sent: wait for the trainer's end (it is killed)
+                    return
                 elif fault is None:
                     writer.write(await self._relay(head + body))
                 elif not await self._inject(fault, head + body, writer):
