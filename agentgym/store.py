@@ -139,13 +139,21 @@ class EpisodeFilter:
 _SORTABLE = {"created_at", "total_reward", "num_turns", "task_id", "env_id", "status", "policy_version"}
 
 
+def _dropped(exc: OperationalError) -> bool:
+    """True when the server closed a connection it had accepted (``pg_terminate_backend``, a restart), as
+    opposed to refusing it (not running, wrong port, bad login, no such database), which will not heal."""
+    text = str(exc.orig).lower()
+    return any(word in text for word in ("terminat", "closed the connection", "server closed", "connection reset",
+                                         "ssl syscall", "consuming input failed"))
+
+
 class TrajectoryStore:
     """Episodes, turns, runs and metrics in one SQL database (SQLite file or PostgreSQL)."""
 
     def __init__(self, url: str | Path = "agentgym.db", *, create: bool = True, echo: bool = False):
         self.url = normalise_url(url)
         self.engine = self._connect(self.url, echo)
-        self._check_schema(create)
+        self._opening_again(lambda: self._check_schema(create))
 
     # ---- opening ---------------------------------------------------------
     @staticmethod
@@ -162,8 +170,15 @@ class TrajectoryStore:
             kwargs["pool_pre_ping"] = True
         try:
             engine = sa.create_engine(url, **kwargs)
-            with engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
+            for attempt in range(_TRIES):
+                try:
+                    with engine.connect() as conn:
+                        conn.execute(sa.text("SELECT 1"))
+                    break
+                except OperationalError as exc:  # dropped right after connecting: again; refused, bad login: fail
+                    if attempt == _TRIES - 1 or not _dropped(exc):
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
         except NoSuchModuleError as exc:
             raise StoreError(f"no SQLAlchemy driver for store URL {url!r}: {exc}") from None
         except (OperationalError, SQLAlchemyError, OSError) as exc:
@@ -176,6 +191,18 @@ class TrajectoryStore:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
             engine.dispose()
         return engine
+
+    def _opening_again(self, work: Callable[[], None]) -> None:
+        """Run the opening's schema check again when the database dropped its connection (the server was
+        reachable a moment ago: the probe in `_connect` passed), as reads and writes are (`_again`)."""
+        for attempt in range(_TRIES):
+            try:
+                return work()
+            except OperationalError as exc:
+                if attempt == _TRIES - 1:
+                    raise
+                log.warning("opening the store failed (%s); trying again", str(exc.orig).strip().splitlines()[0])
+                time.sleep(0.2 * (attempt + 1))
 
     def _check_schema(self, create: bool) -> None:
         inspector = sa.inspect(self.engine)

@@ -179,3 +179,37 @@ def test_writes_and_reads_survive_the_server_terminating_their_connection(postgr
     assert store.count(run_id="r1") == 3 and store.get(episodes[0].id).turns == episodes[0].turns
     assert [(m["step"], m["loss"]) for m in store.metrics("r1")] == [(1, 0.5)]
     admin.dispose()
+
+
+@pytest.mark.postgres
+def test_opening_a_store_survives_the_server_terminating_its_connection(postgres_url):
+    """The soak's store_disconnect at the moment a trainer opens the store: the probe's connection, then the
+    schema check's, is terminated by the server; the open goes on on fresh connections instead of failing."""
+    import sqlalchemy as sa
+
+    TrajectoryStore(postgres_url).close()  # the schema exists, so the open reads agentgym_meta
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    killed, targets = [], ["SELECT 1", "SELECT agentgym_meta.value"]
+
+    def terminate(conn, cursor, statement, parameters, context, executemany):
+        if targets and statement.lstrip().startswith(targets[0]):
+            targets.pop(0)
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            with admin.connect() as other:
+                killed.append(other.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar())
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", terminate)
+    try:
+        store = TrajectoryStore(postgres_url)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", terminate)
+        admin.dispose()
+    assert killed == [True, True]
+    store.put(make_episode(0))
+    assert store.get(make_episode(0).id) is not None
+    store.close()
+
+
+def test_a_store_that_refuses_connections_fails_at_once_with_the_reason():
+    with pytest.raises(StoreError, match="cannot open store.*Check that the server is running"):
+        TrajectoryStore("postgresql+psycopg://postgres@127.0.0.1:1/agentgym")
