@@ -97,6 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy-timeout-s", type=float, default=10.0,
                         help="served: the client's timeout per request (backend_timeout_s); a stall lasts twice it")
     parser.add_argument("--policy-retries", type=int, default=2, help="served: the client's retries (backend_retries)")
+    parser.add_argument("--weight-sync", choices=("save_reload", "process_group", "shared_memory"),
+                        default="save_reload", help="served: how the trainer's weights reach the server")
     args = parser.parse_args(argv)
     if args.short and args.trainer_kills > SHORT_UPDATES - 2:
         parser.error(f"--short runs {SHORT_UPDATES} updates: at most {SHORT_UPDATES - 2} --trainer-kills")
@@ -123,9 +125,9 @@ def write_config(args: argparse.Namespace, work: Path, backend_url: str | None =
     }
     if args.store:
         config["store"] = args.store
-    if backend_url is not None:  # the served policy, through the fault proxy (weights by save-and-reload)
+    if backend_url is not None:  # the served policy, through the fault proxy
         config.update(backend="openai", backend_url=f"{backend_url}/v1", backend_timeout_s=args.policy_timeout_s,
-                      backend_retries=args.policy_retries)
+                      backend_retries=args.policy_retries, weight_sync=args.weight_sync)
     path = work / "soak.yaml"
     path.write_text(json.dumps(config, indent=1))  # JSON is YAML
     return path
@@ -302,8 +304,9 @@ def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: f
     return proc.returncode
 
 
-def leaked(work: Path, worker_pids: set[int]) -> dict[str, Any]:
-    """Processes of this run still alive (tagged by environment or seen as workers) and files left in its TMPDIR."""
+def leaked(work: Path, worker_pids: set[int], shm_before: set[str]) -> dict[str, Any]:
+    """Processes of this run still alive (tagged by environment or seen as workers), files left in its TMPDIR, and
+    shared-memory segments in /dev/shm that were not there before the run (weight_sync: shared_memory)."""
     time.sleep(2.0)  # let the kernel deliver the workers' parent-death signals
     alive = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
@@ -317,8 +320,15 @@ def leaked(work: Path, worker_pids: set[int]) -> dict[str, Any]:
     entries = sorted(p.name for p in tmp.iterdir()) if tmp.exists() else []
     caches = [name for name in entries if name.startswith(CACHE_DIRS)]  # kept on purpose, reused by the next run
     left = [name for name in entries if name not in caches]
+    shm = sorted(shm_segments() - shm_before)  # another process's new segment would show here too: look at names
     return {"processes": len(alive), "process_ids": alive, "temp_entries": len(left), "temp_names": left[:20],
-            "temp_caches": caches}
+            "temp_caches": caches, "shm_segments": len(shm), "shm_names": shm[:20]}
+
+
+def shm_segments() -> set[str]:
+    """The Python shared-memory segments (``psm_*``, as `weight_sync: shared_memory` makes them) in /dev/shm now."""
+    shm = Path("/dev/shm")
+    return {p.name for p in shm.glob("psm_*")} if shm.is_dir() else set()
 
 
 def rss_report(samples: dict[str, list[tuple[float, float]]], skip_s: float | None,
@@ -374,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
     (work / "tmp").mkdir(parents=True, exist_ok=True)
-    sampler = RssSampler()
+    sampler, shm_before = RssSampler(), shm_segments()
     server = proxy = disconnector = None
     try:
         if args.policy == "served":
@@ -407,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     skip = None if args.short else 300.0  # from minute 5 of each process's life (a third of a shorter one)
     result["rss"] = rss_report(long_lived, skip)
     result["rss_workers"] = rss_report(workers, skip, min_life_s=600.0)  # env workers that lived 10 minutes
-    result["leaked"] = leaked(work, sampler.worker_pids)
+    result["leaked"] = leaked(work, sampler.worker_pids, shm_before)
     result.update(minutes=None if args.short else args.minutes, seed=args.seed, policy=args.policy, workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0

@@ -36,6 +36,8 @@ from soak_env import append_record
 
 KINDS = ("policy_500", "policy_drop", "policy_stall")
 EPISODE_HEADER = "x-agentgym-episode"
+#: the requests whose answer says the server loaded new weights (save-and-reload, process group, shared memory)
+LOADS = ("/agentgym/update_weights", "/agentgym/weights/receive", "/agentgym/weights/shm")
 
 
 def start_policy_server(model_dir: str | Path, work: Path, tag: str, timeout_s: float = 300.0) -> Any:
@@ -99,7 +101,7 @@ class PolicyFaultProxy:
             self._loop.close()
 
     def hold_next_load(self) -> threading.Event:
-        """Relay the next ``/agentgym/update_weights`` to the server but never its answer to the trainer; the event
+        """Relay the next weight load (`LOADS`) to the server but never its answer to the trainer; the event
         is set once the server has loaded those weights. The trainer, still waiting on its push, has not
         checkpointed them: a kill now leaves the server a version ahead of the last checkpoint."""
         self._hold = threading.Event()
@@ -116,7 +118,7 @@ class PolicyFaultProxy:
                 method, path, headers = _parse_request(head)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 fault = self._decide(method, path, headers)
-                if self._hold is not None and path == "/agentgym/update_weights":
+                if self._hold is not None and path in LOADS:
                     hold, self._hold = self._hold, None
                     await self._relay(head + body)
                     hold.set()
