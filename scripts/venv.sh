@@ -6,7 +6,8 @@
 #
 # torch is installed first, as $TORCH_SPEC (default: the CPU build torch==2.13.0, which pip takes
 # from this machine's disk), so that no dependency pulls a multi-GB CUDA build. GPU users set
-# TORCH_SPEC to their own build (or "skip" to keep the torch they have).
+# TORCH_SPEC to their own build (or "skip" to keep the torch they have). The rest goes in through uv
+# when it can (scripts/pip-fast.sh: the same versions as pip, minutes faster).
 set -euo pipefail
 EXTRAS="${1:-train}"
 PY="${PYTHON:-python3}"
@@ -22,6 +23,7 @@ fi
 stamp="$VENV/.agentgym-installed-$(echo "$EXTRAS" | tr ',' '-')"
 if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
     echo "installing agentgym[$EXTRAS]"
-    "${PIP[@]}" -e ".[$EXTRAS]"
+    source "$(dirname "${BASH_SOURCE[0]}")/pip-fast.sh"
+    fast_install "$VENV" -e ".[$EXTRAS]"
     touch "$stamp"
 fi

