@@ -4,14 +4,22 @@ The learned part (`agentgym.credit.learned.ImplicitPRM`) gives per-turn implicit
 `r_t = beta * sum_j (lp_phi(y_tj) - lp_old(y_tj))`. This module holds the pure parts:
 
     A_E(i)   = (R_i - mean_g R) / (std_g R + eps)               (GRPO within the group)
-    A_S(i,t) = (r_t - mean_g r) / (std_g r + eps)               (over all turns of the group)
+    A_S(i,t) = (r_t - mean_g r) / (max(std_g r, step_std_floor) + eps)   (over all turns of the group)
     A        = A_E + alpha * A_S
+
+`step_std_floor` (default 0.01, in reward units: 0.2 nats of log-ratio per turn at the PRM's default
+beta = 0.05) is this project's deviation from the reconstructed definition (`step_std_floor=0` restores
+it): without it a group whose step rewards differ only by noise, as they do while the PRM has learned
+nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself), as large as a real
+outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
+by more than the floor is normalised as before (docs/credit.md).
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
@@ -23,6 +31,9 @@ from agentgym.credit.batch import PerTurn, TurnBatch
 from agentgym.credit.registry import register_estimator
 from agentgym.credit.result import CreditResult
 from agentgym.credit.stats import EPS, segment_stats
+
+#: the smallest spread of a group's step rewards that is scaled to unit size (see the module docstring)
+STEP_STD_FLOOR = 0.01
 
 STEP_REWARDS_FIX = ("Pass step_rewards=ImplicitPRM.step_rewards(episodes) (agentgym.credit.learned) or "
                     "implicit_step_rewards(prm_logprobs, old_logprobs, beta), one r_t per turn.")
@@ -82,7 +93,7 @@ def preference_pairs(outcomes: Sequence[float], groups: Sequence[object], *, mar
 @register_estimator("oprl", summary="GRPO episode advantage + alpha * group-normalised implicit PRM step reward",
                     needs=("step_rewards: implicit PRM reward r_t per turn",))
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
-         singleton: Literal["zero", "raw"] = "zero") -> CreditResult:
+         singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR) -> CreditResult:
     """OPRL advantages.
 
     Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
@@ -91,8 +102,11 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     validate.number("oprl", "alpha", alpha, low=0.0)
     validate.number("oprl", "eps", eps, low=0.0)
     validate.choice("oprl", "singleton", singleton, ("zero", "raw"))
+    validate.number("oprl", "step_std_floor", step_std_floor, low=0.0)
     r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
-    a_s = segment_stats(r, g_turn, batch.n_groups).normalise(r, g_turn, "std", eps)
+    stats = segment_stats(r, g_turn, batch.n_groups)
+    floored = dataclasses.replace(stats, std=np.maximum(stats.std, step_std_floor))
+    a_s = floored.normalise(r, g_turn, "std", eps)
     return CreditResult("oprl", batch, a_e + alpha * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r)

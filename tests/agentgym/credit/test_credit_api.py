@@ -247,3 +247,27 @@ def test_preference_pairs_respect_margin_groups_and_cap():
     assert preference_pairs([1.0, 0.9], ["g", "g"], margin=0.2) == []
     assert np.allclose(implicit_step_rewards([[[-1.0, -0.5, -2.0]]], [[[-1.2, -0.5, -2.5]]], beta=0.1,
                                              per_token_mean=True), [[0.07 / 3]])
+
+
+def test_oprl_step_part_of_an_untrained_prm_stays_at_its_own_small_scale():
+    """Step rewards that differ only by noise (an implicit PRM that has learned nothing) are not blown up to
+    unit scale by their own tiny spread; a PRM that separates turns by more than the floor is normalised."""
+    rng = np.random.default_rng(0)
+    outcomes = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=i) for i in range(10)]) for r in outcomes]
+    noise = rng.normal(0.0, 1e-4, size=(8, 10)).tolist()
+    res = compute_credit("oprl", group, step_rewards=noise)
+    assert np.abs(res.step_part).max() < 0.05  # was std 0.98, max 2.5 with the reconstructed definition
+    assert np.abs(res.advantages - res.episode_part).max() < 0.05  # the outcome comparison decides
+    paper = compute_credit("oprl", group, step_rewards=noise, step_std_floor=0.0)
+    assert np.std(paper.step_part) > 0.9  # the reconstructed definition, kept behind step_std_floor=0
+    learned = (rng.normal(0.0, 0.2, size=(8, 10))).tolist()
+    assert np.std(compute_credit("oprl", group, step_rewards=learned).step_part) > 0.9
+
+
+def test_oprl_step_std_floor_is_validated():
+    group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0)]) for r in (1.0, 0.0)]
+    from agentgym.credit.errors import CreditParamError
+
+    with pytest.raises(CreditParamError, match="step_std_floor=-1.0 must be a finite number"):
+        compute_credit("oprl", group, step_rewards=[[0.1], [0.0]], step_std_floor=-1.0)
