@@ -155,7 +155,8 @@ def build_policy_side(cfg: TrainConfig) -> PolicySide:
     reference = frozen_reference(model, cfg, group)
     # the critic and the learned credit models live on the leader alone (it computes every rank's advantages);
     # the critic copies the policy before it is sharded
-    critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm) \
+    critic = Critic(model, lr=cfg.critic_lr, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm,
+                    epochs=cfg.critic_epochs) \
         if cfg.uses_critic and group.is_leader else None
     strategy = make_strategy(cfg.strategy, model, group, cpu_offload=cfg.fsdp_cpu_offload)
     optimizer = build_optimizer(trainable_parameters(model), cfg.lr, cfg.weight_decay)

@@ -141,7 +141,7 @@ class PolicyUpdater:
                                                              for t in e.turns], self.cfg.success_reward)
         if self.critic is not None:
             packed = [self._collate(g) for g in self._groups(samples)]
-            stats.critic = self.critic.update(packed, self.critic.values(packed), self.cfg.ppo_epochs).__dict__
+            stats.critic = self.critic.update(packed, self.critic.values(packed)).__dict__
         training = self.updates_done >= self.cfg.critic_warmup_updates
         self.group.lead("update", samples if training else None)
         if training:

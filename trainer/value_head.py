@@ -50,12 +50,16 @@ class CriticStats:
 class Critic:
     """The value model, its optimizer and the clipped value update."""
 
-    def __init__(self, policy: Any, *, lr: float, value_clip: float | None, max_grad_norm: float = 1.0):
+    def __init__(self, policy: Any, *, lr: float, value_clip: float | None, max_grad_norm: float = 1.0,
+                 epochs: int = 4):
         self.model = ValueModel(policy)
         self.model.train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
         self.value_clip = value_clip
         self.max_grad_norm = max_grad_norm
+        self.epochs = epochs
+        #: the head's bias starts at the first batch's mean target (set by the first `update`)
+        self.centred = False
 
     @torch.no_grad()
     def values(self, batches: list[TokenBatch]) -> list[torch.Tensor]:
@@ -65,8 +69,23 @@ class Critic:
         self.model.train()
         return out
 
-    def update(self, batches: list[TokenBatch], old_values: list[torch.Tensor], epochs: int = 1) -> CriticStats:
-        """Regress values onto each batch's `value_targets` with the clipped loss; one step per epoch."""
+    def update(self, batches: list[TokenBatch], old_values: list[torch.Tensor], epochs: int | None = None
+               ) -> CriticStats:
+        """Regress values onto each batch's `value_targets` with the clipped loss; one step per epoch
+        (`epochs`, default the critic's own), after centring the head on the first batch's mean target.
+
+        Why both: the head starts at zero and AdamW moves each weight by about `lr` per step, so a critic that
+        took one step per update (PPO's `ppo_epochs` = 1) still predicted almost nothing after dozens of
+        updates (explained variance 0.00 in SPA's runs, docs/credit.md), and GAE passed the raw returns
+        through. The bias starts at the returns' level at once; the epochs fit what varies around it.
+        """
+        if not self.centred and batches:
+            targets = torch.cat([b.value_targets for b in batches]).float()
+            with torch.no_grad():
+                self.model.head.bias.fill_(float(targets.mean()))
+            self.centred = True
+            old_values = self.values(batches)
+        epochs = self.epochs if epochs is None else epochs
         total_turns = sum(int(b.value_index.numel()) for b in batches)
         loss_sum = 0.0
         preds: list[torch.Tensor] = []
@@ -89,8 +108,9 @@ class Critic:
         return CriticStats(loss_sum / epochs, float(pred.mean()) if pred.numel() else 0.0, ev)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "centred": self.centred}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.centred = bool(state.get("centred", True))  # a checkpoint from before centring: a trained head
