@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ from agentgym.runtime.profile import container_profile
 from agentgym.runtime.remote import RemoteEnv
 
 LABEL_ENV = "agentgym.env"
+#: the `EnvInfraError` kinds of a server that cannot be reached (gone, or restarted on another address)
+UNREACHABLE = ("connection_refused", "connection_lost")
 SOCKET = "env.sock"
 
 
@@ -237,10 +240,12 @@ class EnvPool:
     """A zero-argument env factory over a cluster's replicas (or fixed endpoints); see the module docstring."""
 
     def __init__(self, source: EnvCluster | list[str], *, call_timeout_s: float | None = 60.0,
-                 env_id: str | None = None):
+                 env_id: str | None = None, resolve: Callable[[], list[str]] | None = None):
         if isinstance(source, list) and not source:
             raise ConfigError("env_endpoints is empty; give at least one env server URL")
         self.source = source
+        #: reads fixed endpoints again (servers restarted on new addresses, e.g. Ray env workers): see `refresh`
+        self.resolve = resolve
         self.call_timeout_s = call_timeout_s
         self._open: dict[str, int] = {}
         self._peak: dict[str, int] = {}
@@ -297,7 +302,26 @@ class EnvPool:
             return next((r.max_sessions for r in self.source.members if r.endpoint == endpoint), None)
         return None
 
+    def refresh(self) -> bool:
+        """Read the endpoints again with `resolve` (False without one): a server that could not be reached may
+        have been restarted elsewhere. An env that cannot reach its server before its episode began (making it,
+        or its reset) refreshes and tries once more, so an episode never starts on a server known to be gone."""
+        if self.resolve is None:
+            return False
+        endpoints = self.resolve()
+        with self._lock:
+            self.source = list(endpoints)
+        return True
+
     def __call__(self) -> RemoteEnv:
+        try:
+            return self._make()
+        except EnvInfraError as exc:
+            if exc.kind not in UNREACHABLE or not self.refresh():
+                raise
+        return self._make()
+
+    def _make(self) -> RemoteEnv:
         endpoint = self.claim()
         try:
             env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
@@ -327,6 +351,15 @@ class _PooledEnv(RemoteEnv):
         super().__init__(endpoint, **kwargs)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        try:
+            return self._reset(seed, options)
+        except EnvInfraError as exc:
+            if exc.kind not in UNREACHABLE or not self._pool.refresh():
+                raise
+        self._drop_session(delete=False)  # its server is gone: start over on the live one
+        return self._reset(seed, options)
+
+    def _reset(self, seed: int | None, options: dict[str, Any] | None):
         if self.url not in self._pool.endpoints():  # its replica died and was replaced: go to a live one
             old, new = self.url, self._pool.claim()
             try:

@@ -187,6 +187,34 @@ def test_a_server_killed_mid_episode_is_an_infra_failure_and_a_restarted_one_ser
         server.stop()
 
 
+def test_a_pool_that_resolves_its_endpoints_resets_an_env_onto_the_server_restarted_elsewhere():
+    """Ray's env workers come back on another port: an env whose server died, idle between episodes, reads the
+    endpoints again (`resolve`) at its next reset and starts the episode on the new server, with no error."""
+    from agentgym.runtime.cluster import EnvPool
+
+    first, second = ServedEnv("Maze-v0").start(), ServedEnv("Maze-v0")
+    where = [first.url]
+    try:
+        pool = EnvPool(list(where), resolve=lambda: list(where))
+        env = pool()
+        env.reset(seed=0, options={"task_id": "easy-1"})
+        first.kill()  # the env's session (and its open connection) died with the server, between two episodes
+        second.start()
+        where[:] = [second.url]
+        assert env.reset(seed=0, options={"task_id": "easy-1"})[0].startswith("Start.")
+        assert env.url == second.url and pool.endpoints() == [second.url]
+        env.close()
+        assert sum(pool.load().values()) == 0
+        without = EnvPool([second.url])  # no resolve: a server that cannot be reached is the episode's infra failure
+        lone = without()
+        second.kill()
+        with pytest.raises(EnvInfraError):
+            lone.reset(seed=0)
+    finally:
+        first.stop()
+        second.stop()
+
+
 async def test_a_server_killed_during_a_collection_ends_only_the_episodes_in_flight_as_infra():
     server = ServedEnv("Maze-v0").start()
     calls = {"n": 0}

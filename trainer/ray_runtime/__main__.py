@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the run's latest checkpoint")
     parser.add_argument("--rollout-workers", type=int, default=1)
     parser.add_argument("--env-workers", type=int, default=1)
+    parser.add_argument("--actor-restarts", type=int, default=3,
+                        help="times Ray restarts a rollout or env worker whose process died (-1: without limit)")
     parser.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local cluster started here")
     parser.add_argument("--temp-dir", default=None, help="Ray session directory root of the local cluster")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     cfg = load_train_config(args.config, overrides)
     settings = RaySettings(rollout_workers=args.rollout_workers, env_workers=args.env_workers,
-                           num_cpus=args.num_cpus, temp_dir=args.temp_dir)
+                           actor_restarts=args.actor_restarts, num_cpus=args.num_cpus, temp_dir=args.temp_dir)
     result = run_on_ray(cfg, resume=args.resume, settings=settings)
     summary = {"updates": result.updates, "policy_version": result.policy_version, "stopped_by": result.stopped_by,
                "rows": len(result.rows), "leftover_processes": leftover_processes()}

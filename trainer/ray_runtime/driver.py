@@ -9,6 +9,14 @@ Paths in the config are made absolute first, so that every actor (whatever
 its working directory) writes the same run directory and store. A local
 cluster started here is shut down at the end; a cluster we joined is left
 running, with our actors killed.
+
+Rollout and env workers are restarted by Ray when their process dies
+(`RaySettings.actor_restarts` times each). In async mode the run goes on: the
+episodes in flight on a dead env worker end as infrastructure failures (their
+connections drop) and new ones go to its restarted server; the trainer actor
+settles what a dead rollout worker left (its in-flight episodes end as
+infrastructure failures, its groups are completed by retries), gives the restarted
+one the current weights and starts it. Sync mode fails the run, as before.
 """
 
 from __future__ import annotations
@@ -49,11 +57,12 @@ def start_actors(ray: Any, cfg: TrainConfig, settings: RaySettings) -> dict[str,
     where = place(ray, cfg.placement, cfg.world_size, settings.rollout_workers, cpus=cpus,
                   trainer_gpus=settings.trainer_gpus, rollout_gpus=settings.rollout_gpus)
     dm = ray.remote(DataManagerActor).options(num_cpus=cpus, max_concurrency=32).remote(data_manager_kwargs(cfg))
-    envs = [ray.remote(EnvWorker).options(num_cpus=cpus, max_concurrency=4)  # env calls go to its env server
+    restarts = settings.actor_restarts  # a rollout or env worker whose process dies is restarted (see run_on_ray)
+    envs = [ray.remote(EnvWorker).options(num_cpus=cpus, max_concurrency=4, max_restarts=restarts)
             .remote(cfg.env, cfg.env_kwargs, cfg.env_runtime, settings.env_worker_sessions)
             for _ in range(settings.env_workers)]
     workers = [ray.remote(RolloutWorker).options(num_cpus=0, num_gpus=settings.rollout_gpus, max_concurrency=8,
-                                                 scheduling_strategy=where.rollout[i])
+                                                 max_restarts=restarts, scheduling_strategy=where.rollout[i])
                .remote(cfg, i, dm, envs) for i in range(settings.rollout_workers)]
     ray.get([w.ready.remote() for w in workers])
     leader: dict[str, Any] = {}

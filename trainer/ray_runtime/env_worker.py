@@ -11,12 +11,21 @@ the same `RemoteEnv` clients and least-loaded spreading that
 in-process, in a process, in a container and on Ray, with the same typed
 faults (a dead env worker is ``connection_lost``, an infrastructure failure
 of the episodes it held).
+
+Ray restarts an env worker whose process died (`RaySettings.actor_restarts`); the
+new one serves on another port. The pool asks the workers for their endpoints
+again when a server cannot be reached before an episode began (`EnvPool.refresh`),
+waiting for a restarting worker, so new episodes go to the restarted server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
+
+#: how long the pool waits for a restarting env worker to answer with its new endpoint (seconds)
+RESTART_WAIT_S = 180.0
 
 
 class EnvWorker:
@@ -55,11 +64,23 @@ def node_address() -> str:
 
 def env_pool(env_id: str, env_workers: list[Any]) -> Any:
     """The collector's env factory over `env_workers` (their endpoints, through `EnvPool`); episodes name `env_id`."""
-    import ray
-
     from agentgym.runtime.cluster import EnvPool
 
-    return EnvPool(ray.get([worker.endpoint.remote() for worker in env_workers]), env_id=env_id)
+    return EnvPool(endpoints(env_workers), env_id=env_id, resolve=lambda: endpoints(env_workers))
+
+
+def endpoints(env_workers: list[Any], wait_s: float = RESTART_WAIT_S) -> list[str]:
+    """The env workers' endpoints, waiting up to `wait_s` for workers that Ray is restarting."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return ray.get([worker.endpoint.remote() for worker in env_workers], timeout=wait_s)
+        except ray.exceptions.RayActorError:  # restarting (or dead for good: given up at the deadline)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 async def await_ref(ref: Any) -> Any:

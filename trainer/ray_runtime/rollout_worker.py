@@ -13,17 +13,25 @@ asyncio loop runs on a thread of its own; the actor's methods hand work to it:
 - `take_tally()`: outcomes of the episodes collected since the last call;
 - `allocator_state()` / `load_allocator_state(state)`: TRACE's branch allocator, for checkpoints;
 - `close()`: halt, close collectors and backend, stop the loop (the driver calls it at the end).
+
+A worker whose process dies is restarted by Ray (`RaySettings.actor_restarts`): the
+constructor runs again as a new `incarnation`, which names every episode it stores
+(`metadata["rollout_worker"]`) and every slot and retry it takes from the data
+manager, so the trainer can settle what the dead one left (`DataManagerActor.recover`)
+before the new one gets the current weights and starts producing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
+import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
+from agentgym.trainer.ray_runtime.data_actor import OWNER_KEY, RemoteDataManager
 from agentgym.trainer.ray_runtime.env_worker import env_pool
 
 from agentgym.collector.collector import Collector
@@ -58,6 +66,7 @@ class RolloutWorker:
         random.seed(seed)
         torch.manual_seed(seed)
         self.index = index
+        self.incarnation = f"rollout-{index}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         model, tokenizer = build_model(model_spec(cfg))
         self.backend, _ = build_backend(cfg.model_copy(update={"seed": seed}), model, tokenizer)
         del model  # the backend holds its own replica
@@ -66,7 +75,8 @@ class RolloutWorker:
         if cfg.env_endpoints or cfg.env_cluster is not None:  # env servers / containers instead of env workers
             env = env_source(cfg)  # (an env_cluster is started per rollout worker)
         sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-        self.collector = Collector(env, self.backend, TrajectoryStore(cfg.store_url), tokenizer=prompts,
+        store = OwnedStore(TrajectoryStore(cfg.store_url), self.incarnation)
+        self.collector = Collector(env, self.backend, store, tokenizer=prompts,
                                    env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns, concurrency=cfg.concurrency,
                                    sampling=sampling, run_id=cfg.name, progress=False,
                                    record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime,
@@ -83,7 +93,8 @@ class RolloutWorker:
             from agentgym.credit import TraceAllocator
 
             allocator = TraceAllocator(success_threshold=cfg.success_reward)
-        self.driver = RolloutDriver(self.collector, RemoteDataManager(data_manager), train_tasks, seed=seed,
+        self.driver = RolloutDriver(self.collector, RemoteDataManager(data_manager, owner=self.incarnation),
+                                    train_tasks, seed=seed,
                                     success_reward=cfg.success_reward, allocator=allocator,
                                     trace_roots=cfg.trace_roots)
         self._loop = asyncio.new_event_loop()
@@ -99,6 +110,10 @@ class RolloutWorker:
     def ready(self) -> int:
         """The backend's policy version (a cheap call that returns once the worker is built)."""
         return self.backend.version
+
+    def incarnation_id(self) -> str:
+        """Who this process is: it changes when Ray restarts the worker after its process died."""
+        return self.incarnation
 
     # ---- async mode --------------------------------------------------------------------------
     def start(self) -> None:
@@ -171,3 +186,18 @@ class RolloutWorker:
     def load_allocator_state(self, state: dict[str, Any]) -> None:
         if self.driver.allocator is not None:
             self.driver.allocator.load_state_dict(state)
+
+
+class OwnedStore:
+    """The rollout worker's store: every episode it writes names the worker's incarnation (`OWNER_KEY`)."""
+
+    def __init__(self, store: Any, owner: str):
+        self.store, self.owner = store, owner
+
+    def put_many(self, episodes: list[Any]) -> int:
+        for episode in episodes:
+            episode.metadata[OWNER_KEY] = self.owner
+        return self.store.put_many(episodes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)

@@ -26,6 +26,8 @@ class RaySettings:
     trainer_gpus: float = 0.0  #: GPUs the trainer actor reserves (set 1 on a GPU node)
     rollout_gpus: float = 0.0  #: GPUs each rollout worker reserves
     env_worker_sessions: int = 256  #: sessions (envs) one env worker's env server holds at once
+    #: times Ray restarts a rollout or env worker whose process died (async mode: the run goes on, see driver.py)
+    actor_restarts: int = 3
     address: str | None = None  #: cluster to join; None: RAY_ADDRESS, else a new local cluster
     num_cpus: int | None = None  #: CPUs of a local cluster we start (None: the machine's)
     node_ip: str = "127.0.0.1"  #: address a local cluster we start binds to
@@ -38,6 +40,8 @@ class RaySettings:
             raise ConfigError(f"env_workers must be >= 0 (0: envs live in the rollout workers), got {self.env_workers}")
         if min(self.actor_cpus, self.trainer_gpus, self.rollout_gpus) < 0:
             raise ConfigError("actor_cpus, trainer_gpus and rollout_gpus must be >= 0")
+        if self.actor_restarts < -1:
+            raise ConfigError(f"actor_restarts must be >= 0 (or -1: without limit), got {self.actor_restarts}")
         if self.env_worker_sessions < 1:
             raise ConfigError(f"env_worker_sessions must be >= 1, got {self.env_worker_sessions}")
 

@@ -11,7 +11,9 @@ other actors:
   once (`ray.put`) and every rollout worker loads it as the new policy version;
 - sync mode: rollout worker 0 collects each batch (the local loop's collection);
 - async mode: every rollout worker produces until the run ends; a watchdog stops
-  the loop early when a worker reports a collection failure, which is then raised.
+  the loop early when a worker reports a collection failure, which is then raised,
+  and rejoins a rollout worker that Ray restarted (`supervisor.RolloutSupervisor`).
+  A dead worker misses weight pushes and tallies until it rejoins.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from agentgym.trainer.ray_runtime.data_actor import RemoteDataManager
 from agentgym.trainer.ray_runtime.env_worker import await_ref
+from agentgym.trainer.ray_runtime.supervisor import RolloutSupervisor
 from agentgym.trainer.weight_sync import WeightSync
 
 from agentgym.collector.config import CollectResult, Task
@@ -36,23 +39,47 @@ class CollectionFailed(RuntimeError):
 
 
 class RayWeightSync(WeightSync):
-    """Weight sync through the object store: one `ray.put`, every rollout worker loads it."""
+    """Weight sync through the object store: one `ray.put`, every rollout worker loads it.
+
+    A worker whose process died misses the push; the last weights are kept so that it loads them when
+    it rejoins (`rejoin`), under the same lock as a push, so a worker never goes back a version."""
 
     name = "ray"
 
     def __init__(self, workers: list[Any]):
         self.workers = workers
+        self._lock = threading.Lock()
+        self._last: tuple[Any, int] | None = None  #: (object ref, version) of the last push
 
     def push(self, model: Any, version: int) -> int:
         import ray
         from agentgym.trainer.model import merged_state_dict
 
         state = {k: v.detach().to("cpu") for k, v in merged_state_dict(model).items()}
-        ref = ray.put(state)
-        versions = ray.get([w.update_weights.remote(ref, version) for w in self.workers])
-        if any(v != version for v in versions):
+        with self._lock:
+            ref = ray.put(state)
+            self._last = (ref, version)
+            versions = []
+            for call in [w.update_weights.remote(ref, version) for w in self.workers]:
+                try:
+                    versions.append(ray.get(call))
+                except ray.exceptions.RayActorError:  # died: it loads these weights when it rejoins
+                    continue
+        if not versions or any(v != version for v in versions):
             raise RuntimeError(f"rollout workers report policy versions {versions} after loading version {version}")
         return version
+
+    def rejoin(self, worker: Any) -> int:
+        """Load the last pushed weights into a restarted `worker` (unless it has them); returns its version."""
+        import ray
+
+        with self._lock:
+            if self._last is None:
+                return ray.get(worker.ready.remote())
+            ref, version = self._last
+            if ray.get(worker.ready.remote()) >= version:
+                return version
+            return ray.get(worker.update_weights.remote(ref, version))
 
 
 class RemoteAllocator:
@@ -88,9 +115,20 @@ class RemoteDriver:
         return await await_ref(self.workers[0].collect_batch.remote(version, max_rounds))
 
     def take_tally(self) -> Any:
-        import ray
+        return merge_tallies(reachable([w.take_tally.remote() for w in self.workers]))
 
-        return merge_tallies(ray.get([w.take_tally.remote() for w in self.workers]))
+
+def reachable(calls: list[Any]) -> list[Any]:
+    """The results of `calls` to rollout workers, leaving out those of workers that died (restarting)."""
+    import ray
+
+    out = []
+    for call in calls:
+        try:
+            out.append(ray.get(call))
+        except ray.exceptions.RayActorError:
+            continue
+    return out
 
 
 def merge_tallies(tallies: Iterable[Any]) -> Any:
@@ -196,24 +234,34 @@ class TrainerActor:
         cfg, c = self.cfg, self.parts
         evaluator = Progress(cfg, c, log, ckpt, start)
         stop = threading.Event()
+        supervisor = RolloutSupervisor(self.workers, self.dm_actor, c.sync, cfg.store_url, cfg.name,
+                                       say=log.console.print)
+        supervisor.begin()
         ray.get([w.start.remote() for w in self.workers])
-        watchdog = threading.Thread(target=self._watch, args=(stop,), name="collection-watchdog", daemon=True)
+        failures: list[str] = []
+        watchdog = threading.Thread(target=self._watch, args=(stop, supervisor, failures), name="collection-watchdog",
+                                    daemon=True)
         watchdog.start()
         try:
             result = trainer_loop(cfg, c, log, ckpt, start, version, stop=stop,
                                   evaluate_fn=lambda update: asyncio.run(evaluator.maybe_eval(update)))
         finally:
             stop.set()
-            c.dm.close()
-            failures = [f for fs in ray.get([w.halt.remote() for w in self.workers]) for f in fs]
             watchdog.join()
+            c.dm.close()
+            failures += [f for fs in reachable([w.halt.remote() for w in self.workers]) for f in fs]
         if failures:
             raise CollectionFailed(f"{len(failures)} collection failure(s) on the rollout workers; first: {failures[0]}")
         return result
 
-    def _watch(self, stop: threading.Event, every_s: float = 2.0) -> None:
-        import ray
-
+    def _watch(self, stop: threading.Event, supervisor: RolloutSupervisor, failures: list[str],
+               every_s: float = 2.0) -> None:
+        """Every `every_s`: rejoin restarted rollout workers; stop the run at a collection failure (kept)."""
         while not stop.wait(every_s):
-            if any(ray.get([w.failures.remote() for w in self.workers])):
+            try:
+                seen = supervisor.check()
+            except Exception as exc:  # a rejoin that failed: the run cannot go on as it should
+                seen = [f"rejoining a restarted rollout worker failed: {type(exc).__name__}: {str(exc)[:300]}"]
+            if seen:
+                failures += seen
                 stop.set()
