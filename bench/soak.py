@@ -3,6 +3,7 @@
     python bench/soak.py --minutes 30 --json      # the full soak (one JSON object on stdout)
     python bench/soak.py --short --json           # the CI size (6 updates, 2 trainer kills)
     python bench/soak.py --short --policy served --json   # the policy behind a faulty `agentgym serve`
+    python bench/soak.py --short --runtime ray --json     # on the Ray runtime, with actor kills (bench/soak_ray.py)
 
 What runs: ``agentgym train`` as a subprocess (the tiny model, ``mode: async``, the in-process hf
 backend, or with ``--policy served`` `agentgym serve` behind a fault proxy, bench/soak_policy.py) on
@@ -99,7 +100,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--policy-retries", type=int, default=2, help="served: the client's retries (backend_retries)")
     parser.add_argument("--weight-sync", choices=("save_reload", "process_group", "shared_memory"),
                         default="save_reload", help="served: how the trainer's weights reach the server")
+    parser.add_argument("--runtime", choices=("local", "ray"), default="local",
+                        help="ray: the run on the Ray runtime in a loopback-only namespace, with actor kills "
+                        "(bench/soak_ray.py)")
+    parser.add_argument("--actor-kills", type=int, default=2, help="ray: SIGKILLs of an env or rollout worker "
+                        "actor's process (env and rollout workers in turn; Ray restarts them)")
+    parser.add_argument("--rollout-workers", type=int, default=2, help="ray: rollout worker actors")
+    parser.add_argument("--env-workers", type=int, default=1, help="ray: env worker actors")
     args = parser.parse_args(argv)
+    if args.runtime == "ray" and args.policy != "inprocess":
+        parser.error("--runtime ray runs the rollout workers' own policy replicas: leave out --policy served")
     if args.short and args.trainer_kills > SHORT_UPDATES - 2:
         parser.error(f"--short runs {SHORT_UPDATES} updates: at most {SHORT_UPDATES - 2} --trainer-kills")
     if args.minutes <= 0 or args.trainer_kills < 0:
@@ -382,6 +392,10 @@ def start_served_policy(args: argparse.Namespace, work: Path, sampler: RssSample
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.runtime == "ray":
+        import soak_ray
+
+        return soak_ray.main(args)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
     (work / "tmp").mkdir(parents=True, exist_ok=True)
     sampler, shm_before = RssSampler(), shm_segments()

@@ -45,6 +45,10 @@ def infra_kind(error: str | None) -> str:
         return "env_timeout"
     if "died during" in text:
         return "env_worker_died"
+    if text.startswith("in flight when its rollout worker died"):  # Ray: the rollout worker was restarted
+        return "rollout_worker_lost"
+    if "connection to the env server" in text and ("was lost during" in text or "broke during" in text):
+        return "env_connection_lost"  # Ray: the env worker holding the session died
     return "other"
 
 
@@ -70,9 +74,13 @@ def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
     return episodes, trained_by_credit
 
 
-def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeout_s: float) -> dict[str, Any]:
+def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeout_s: float,
+            explain: Any = None) -> dict[str, Any]:
+    """The accounting; `explain(episode, kind)` names the fault kind behind an infra failure the env and trainer
+    faults do not explain (bench/soak_ray.py: actor kills), or None."""
     # the trainer itself makes and resets one env in process when it starts (its config check): not episodes
-    trainer_pids = {seg["pid"] for seg in run["segments"]}
+    # (on Ray: every actor process does, `config_check_pids`)
+    trainer_pids = {seg["pid"] for seg in run["segments"]} | set(run.get("config_check_pids", []))
     starts = [s for s in read_jsonl(work / "starts.jsonl") if s["pid"] not in trainer_pids]
     faults = read_jsonl(work / "faults.jsonl")
     episodes, trained_by_credit = stored_episodes(store, run_id)
@@ -89,7 +97,7 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
         "duplicated": sum(len(v) - 1 for k, v in by_token.items() if k) + len(episodes) - len({e["id"] for e in episodes}),
         "unnamed_episodes": len(by_token.get(None, [])),
     }
-    result.update(fault_match(faults, by_token, infra, {s["token"]: s["time"] for s in starts}))
+    result.update(fault_match(faults, by_token, infra, {s["token"]: s["time"] for s in starts}, explain))
     result.update(policy_fault_match(faults, episodes))
     policy = result["policy_faults"]
     if policy["outages_ended_episode"]:
@@ -102,7 +110,7 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
 
 
 def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[str, Any]],
-                start_time: dict[str, float]) -> dict[str, Any]:
+                start_time: dict[str, float], explain: Any = None) -> dict[str, Any]:
     """Each infra failure must be explained by one fault, and each env fault whose episode is stored must have
     made it an infra failure:
 
@@ -110,7 +118,8 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
     - ``trainer_stopped``: a ``trainer_kill`` after the episode started (it was in flight at the kill, so an env
       fault it met just before is pre-empted by the kill: not a mismatch);
     - ``run_ended``: no fault: in flight when the last trainer segment finished (reported, never a fault hit; an
-      env fault it met just before is pre-empted by the end, as by a kill).
+      env fault it met just before is pre-empted by the end, as by a kill);
+    - any other kind: the fault `explain` names (Ray's actor kills), which pre-empts an env fault as a kill does.
     """
     kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
     env_faults = {f["token"]: f for f in faults if f["kind"] in EXPECTED}
@@ -122,13 +131,15 @@ def fault_match(faults: list[dict[str, Any]], by_token: dict, infra: list[dict[s
             kind = infra_kind(ep["error"]) if ep["failure"] == "infra" else None
             if kind == EXPECTED[fault["kind"]]:
                 hit[fault["kind"]] += 1
-            elif kind not in (TRAINER_STOPPED, RUN_ENDED):
+            elif kind not in (TRAINER_STOPPED, RUN_ENDED) and not (explain and kind and explain(ep, kind)):
                 mismatches.append({"fault": fault, "episode": ep["id"], "status": ep["status"],
                                    "failure": ep["failure"], "error": (ep["error"] or "")[:200]})
     for ep in infra:
         kind = infra_kind(ep["error"])
         if kind == TRAINER_STOPPED and any(k >= start_time.get(ep["token"], float("inf")) for k in kills):
             hit["trainer_kill"] += 1
+        elif explain is not None and kind not in EXPECTED.values() and (by := explain(ep, kind)):
+            hit[by] += 1
         elif not (kind == RUN_ENDED or (kind in EXPECTED.values() and ep["token"] in env_faults)
                   or (kind == POLICY_FAILED and ep["id"] in outages)):
             mismatches.append({"fault": None, "episode": ep["id"], "error": (ep["error"] or "")[:200]})
