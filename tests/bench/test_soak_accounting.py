@@ -33,3 +33,21 @@ def test_faults_explain_infra_failures_and_stops_preempt_env_faults():
     assert result["faults_hit_stored_episodes"] == {"worker_kill": 1, "trainer_kill": 2}
     assert result["fault_mismatches"] == 2
     assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-e", "id-f"]
+
+
+def test_ray_actor_kills_explain_their_infra_kinds_and_preempt_env_faults():
+    from agentgym.trainer.ray_runtime.data_actor import IN_FLIGHT_AT_WORKER_LOSS
+    from soak_ray import explain
+
+    lost = "env.step: the connection to the env server at http://127.0.0.1:5/SoakMaze-v0 was lost during step: EOF"
+    faults = [{"kind": "actor_kill", "actor": "RolloutWorker", "pid": 41, "children": [], "time": 30.0},
+              {"kind": "actor_kill", "actor": "EnvWorker", "pid": 50, "children": [51, 52], "time": 40.0},
+              {"kind": "step_hang", "token": "h", "time": 39.0}]  # its env worker was killed before it timed out
+    stored = [episode("r", IN_FLIGHT_AT_WORKER_LOSS), episode("s", IN_FLIGHT_AT_WORKER_LOSS),
+              episode("h", lost), episode("x", lost)]
+    owners = {"id-r": "rollout-0-41-abcdef", "id-s": "rollout-1-42-abcdef"}  # s: a process nobody killed
+    starts = [{"token": "r", "pid": 60}, {"token": "s", "pid": 61}, {"token": "h", "pid": 51}, {"token": "x", "pid": 9}]
+    by_token = {e["token"]: [e] for e in stored}
+    result = fault_match(faults, by_token, stored, {s["token"]: 1.0 for s in starts}, explain(faults, starts, owners))
+    assert result["faults_hit_stored_episodes"] == {"actor_kill": 2}  # r (its rollout worker), h (its env worker)
+    assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-s", "id-x"]
