@@ -1,6 +1,6 @@
 """Soak, Ray mode (``bench/soak.py --runtime ray``): the soak's training run on the Ray runtime under faults.
 
-    python bench/soak.py --runtime ray --short --json          # the CI size (6 updates, 1 trainer kill)
+    python bench/soak.py --runtime ray --short --trainer-kills 1 --json   # the CI size (8 updates)
     python bench/soak.py --runtime ray --minutes 30 --json     # the long soak on Ray
 
 What runs: ``python -m agentgym.trainer.ray_runtime`` (``runtime: ray``, async) in a loopback-only network
