@@ -152,8 +152,8 @@ class ActorKiller(threading.Thread):
         try:
             for proc in root.children(recursive=True):
                 title = " ".join(proc.cmdline())
-                if title.startswith("ray::") and proc.pid not in self.actor_pids:
-                    self.actor_pids[proc.pid] = title[5:].split(" ")[0].split(".")[0]
+                if title.startswith("ray::") and self.actor_pids.get(proc.pid, "IDLE") == "IDLE":
+                    self.actor_pids[proc.pid] = title[5:].split(" ")[0].split(".")[0]  # IDLE until it hosts an actor
         except psutil.Error:
             pass
 
@@ -270,24 +270,37 @@ def tagged(tag: str) -> list[psutil.Process]:
     return found
 
 
-def explain(faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str]) -> Any:
-    """The explainer of the Ray infra kinds for `soak_accounting.account`: a ``rollout_worker_lost`` episode by the
-    kill of the rollout worker process named in its metadata, an ``env_connection_lost`` one by the kill of the env
-    worker whose session process ran it."""
-    killed = {f["pid"]: f for f in faults if f["kind"] == "actor_kill"}
-    env_children = {c for f in killed.values() if f["actor"] == "EnvWorker" for c in f["children"]}
-    start_pid = {s["token"]: s["pid"] for s in starts}
+class Explainer:
+    """The explainer of the Ray infra kinds for `soak_accounting.account` (called as ``explainer(episode, kind)``):
 
-    def why(episode: dict[str, Any], kind: str) -> str | None:
+    - ``rollout_worker_lost``: the kill of the rollout worker process named in the episode's metadata;
+    - ``env_connection_lost``: the kill of the env worker whose session process ran the episode, or else a trainer
+      kill after the episode started: the cluster dies with its driver, and a rollout worker that outlives its env
+      worker by a moment stores the dropped connection (counted apart in `at_trainer_kill`).
+    """
+
+    def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str]):
+        self.killed = {f["pid"]: f for f in faults if f["kind"] == "actor_kill"}
+        self.env_children = {c for f in self.killed.values() if f["actor"] == "EnvWorker" for c in f["children"]}
+        self.trainer_kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
+        self.start = {s["token"]: s for s in starts}
+        self.owners = owners
+        self.at_trainer_kill: set[str] = set()  #: episodes whose connection dropped as their cluster died
+
+    def __call__(self, episode: dict[str, Any], kind: str) -> str | None:
         if kind == ROLLOUT_LOST:
-            owner = owners.get(episode["id"], "")
+            owner = self.owners.get(episode["id"], "")
             pid = int(owner.split("-")[2]) if owner.count("-") >= 3 else None
-            return "actor_kill" if pid in killed and killed[pid]["actor"] == "RolloutWorker" else None
-        if kind == ENV_LOST:
-            return "actor_kill" if start_pid.get(episode["token"]) in env_children else None
+            return "actor_kill" if pid in self.killed and self.killed[pid]["actor"] == "RolloutWorker" else None
+        if kind != ENV_LOST:
+            return None
+        start = self.start.get(episode["token"] or "", {})
+        if start.get("pid") in self.env_children:
+            return "actor_kill"
+        if any(k >= start.get("time", float("inf")) for k in self.trainer_kills):
+            self.at_trainer_kill.add(episode["id"])
+            return "trainer_kill"
         return None
-
-    return why
 
 
 def episode_owners(store: str) -> dict[str, str]:
@@ -330,8 +343,9 @@ def main(args: argparse.Namespace) -> int:
     (work / "run.json").write_text(json.dumps(run))
     faults = read_jsonl(work / "faults.jsonl")
     starts = read_jsonl(work / "starts.jsonl")
-    result = account(work, store, RUN_NAME, run, args.turn_timeout_s + GRACE_S,
-                     explain=explain(faults, starts, episode_owners(store)))
+    explainer = Explainer(faults, starts, episode_owners(store))
+    result = account(work, store, RUN_NAME, run, args.turn_timeout_s + GRACE_S, explain=explainer)
+    result["env_lost_at_trainer_kill"] = len(explainer.at_trainer_kill)
     result["cost"] = run_costs(store)
     result["actors"] = actor_report(faults, work)
     samples = sampler.samples

@@ -37,17 +37,24 @@ def test_faults_explain_infra_failures_and_stops_preempt_env_faults():
 
 def test_ray_actor_kills_explain_their_infra_kinds_and_preempt_env_faults():
     from agentgym.trainer.ray_runtime.data_actor import IN_FLIGHT_AT_WORKER_LOSS
-    from soak_ray import explain
+    from soak_ray import Explainer
 
     lost = "env.step: the connection to the env server at http://127.0.0.1:5/SoakMaze-v0 was lost during step: EOF"
     faults = [{"kind": "actor_kill", "actor": "RolloutWorker", "pid": 41, "children": [], "time": 30.0},
               {"kind": "actor_kill", "actor": "EnvWorker", "pid": 50, "children": [51, 52], "time": 40.0},
-              {"kind": "step_hang", "token": "h", "time": 39.0}]  # its env worker was killed before it timed out
+              {"kind": "step_hang", "token": "h", "time": 39.0},  # its env worker was killed before it timed out
+              {"kind": "trainer_kill", "time": 50.0}]  # the cluster died with its driver
     stored = [episode("r", IN_FLIGHT_AT_WORKER_LOSS), episode("s", IN_FLIGHT_AT_WORKER_LOSS),
-              episode("h", lost), episode("x", lost)]
+              episode("h", lost), episode("x", lost), episode("y", lost)]
     owners = {"id-r": "rollout-0-41-abcdef", "id-s": "rollout-1-42-abcdef"}  # s: a process nobody killed
-    starts = [{"token": "r", "pid": 60}, {"token": "s", "pid": 61}, {"token": "h", "pid": 51}, {"token": "x", "pid": 9}]
+    starts = [{"token": "r", "pid": 60, "time": 1.0}, {"token": "s", "pid": 61, "time": 1.0},
+              {"token": "h", "pid": 51, "time": 1.0},
+              {"token": "x", "pid": 9, "time": 45.0},  # its connection dropped as the cluster died at the trainer kill
+              {"token": "y", "pid": 9, "time": 55.0}]  # after every kill: nothing explains it
     by_token = {e["token"]: [e] for e in stored}
-    result = fault_match(faults, by_token, stored, {s["token"]: 1.0 for s in starts}, explain(faults, starts, owners))
-    assert result["faults_hit_stored_episodes"] == {"actor_kill": 2}  # r (its rollout worker), h (its env worker)
-    assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-s", "id-x"]
+    explainer = Explainer(faults, starts, owners)
+    result = fault_match(faults, by_token, stored, {s["token"]: s["time"] for s in starts}, explainer)
+    # r (its rollout worker), h (its env worker); x (the trainer kill)
+    assert result["faults_hit_stored_episodes"] == {"actor_kill": 2, "trainer_kill": 1}
+    assert explainer.at_trainer_kill == {"id-x"}
+    assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-s", "id-y"]
