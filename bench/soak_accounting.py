@@ -41,6 +41,8 @@ def infra_kind(error: str | None) -> str:
         return RUN_ENDED
     if text.startswith("policy failed"):
         return POLICY_FAILED
+    if text.startswith("env.reset did not answer"):  # Ray: the reset waited for a restarting env worker
+        return "env_reset_timeout"
     if "did not answer" in text:
         return "env_timeout"
     if "died during" in text:

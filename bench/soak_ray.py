@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from agentgym.trainer.ray_runtime.env_worker import RESTART_WAIT_S
 from soak import (
     BENCH,
     RUN_NAME,
@@ -65,7 +66,7 @@ NETNS = ROOT / "scripts" / "ray-netns.sh"
 GRACE_S = 10.0  #: the collector's extra wait for a remote env beyond turn_timeout_s (collector._PROXY_GRACE_S)
 ACTORS = ("EnvWorker", "RolloutWorker")  #: the actors the injector kills, in turn
 #: the infra failure kinds of the Ray faults (from the stored error or the episode's metadata)
-ROLLOUT_LOST, ENV_LOST = "rollout_worker_lost", "env_connection_lost"
+ROLLOUT_LOST, ENV_LOST, RESET_TIMEOUT = "rollout_worker_lost", "env_connection_lost", "env_reset_timeout"
 
 
 def ray_config(args: argparse.Namespace, work: Path) -> Path:
@@ -276,10 +277,17 @@ class Explainer:
     - ``rollout_worker_lost``: the kill of the rollout worker process named in the episode's metadata;
     - ``env_connection_lost``: the kill of the env worker whose session process ran the episode, or else a trainer
       kill after the episode started: the cluster dies with its driver, and a rollout worker that outlives its env
-      worker by a moment stores the dropped connection (counted apart in `at_trainer_kill`).
+      worker by a moment stores the dropped connection (counted apart in `at_trainer_kill`);
+    - ``env_reset_timeout``: an episode begun within `RESTART_WAIT_S` after an env worker kill whose reset met the
+      dead server and waited for the restarted one past the collector's limit (under load a restart takes longer
+      than ``turn_timeout_s`` + 10 s); it never reached an env, so it names no soak token (`reset_at_env_restart`).
     """
 
-    def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str]):
+    def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str],
+                 created: dict[str, float] | None = None):
+        self.created = created or {}
+        self.env_kills = [f["time"] for f in faults if f["kind"] == "actor_kill" and f["actor"] == "EnvWorker"]
+        self.reset_at_env_restart: set[str] = set()
         self.killed = {f["pid"]: f for f in faults if f["kind"] == "actor_kill"}
         self.env_children = {c for f in self.killed.values() if f["actor"] == "EnvWorker" for c in f["children"]}
         self.trainer_kills = [f["time"] for f in faults if f["kind"] == "trainer_kill"]
@@ -292,6 +300,12 @@ class Explainer:
             owner = self.owners.get(episode["id"], "")
             pid = int(owner.split("-")[2]) if owner.count("-") >= 3 else None
             return "actor_kill" if pid in self.killed and self.killed[pid]["actor"] == "RolloutWorker" else None
+        if kind == RESET_TIMEOUT:
+            began = self.created.get(episode["id"], float("-inf"))
+            if episode["token"] is None and any(0 <= began - k <= RESTART_WAIT_S for k in self.env_kills):
+                self.reset_at_env_restart.add(episode["id"])
+                return "actor_kill"
+            return None
         if kind != ENV_LOST:
             return None
         start = self.start.get(episode["token"] or "", {})
@@ -303,12 +317,14 @@ class Explainer:
         return None
 
 
-def episode_owners(store: str) -> dict[str, str]:
-    """Episode id -> the rollout worker incarnation that stored it (``metadata["rollout_worker"]``)."""
+def episode_owners(store: str) -> tuple[dict[str, str], dict[str, float]]:
+    """Episode id -> the rollout worker incarnation that stored it (``metadata["rollout_worker"]``), and -> when it
+    was created."""
     from agentgym.store import TrajectoryStore
 
     with TrajectoryStore(store, create=False) as opened:
-        return {e.id: e.metadata.get("rollout_worker", "") for e in opened.iter_episodes(run_id=RUN_NAME)}
+        episodes = list(opened.iter_episodes(run_id=RUN_NAME))
+    return {e.id: e.metadata.get("rollout_worker", "") for e in episodes}, {e.id: e.created_at for e in episodes}
 
 
 def session_leaks(session_root: str) -> list[str]:
@@ -343,9 +359,13 @@ def main(args: argparse.Namespace) -> int:
     (work / "run.json").write_text(json.dumps(run))
     faults = read_jsonl(work / "faults.jsonl")
     starts = read_jsonl(work / "starts.jsonl")
-    explainer = Explainer(faults, starts, episode_owners(store))
+    explainer = Explainer(faults, starts, *episode_owners(store))
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s + GRACE_S, explain=explainer)
     result["env_lost_at_trainer_kill"] = len(explainer.at_trainer_kill)
+    # resets that met a killed env worker name no soak token: explained by its kill, not unnamed mysteries; the env
+    # may still have reset after the collector gave up (a start with no episode: `in_flight_at_stop`)
+    result["reset_failed_at_env_restart"] = len(explainer.reset_at_env_restart)
+    result["unnamed_episodes"] -= result["reset_failed_at_env_restart"]
     result["cost"] = run_costs(store)
     result["actors"] = actor_report(faults, work)
     samples = sampler.samples
