@@ -58,7 +58,7 @@ from soak import (
     shm_segments,
     write_config,
 )
-from soak_accounting import account, read_jsonl
+from soak_accounting import TRAINER_STOPPED, account, read_jsonl
 from soak_env import append_record
 
 ROOT = BENCH.parent
@@ -280,12 +280,18 @@ class Explainer:
       worker by a moment stores the dropped connection (counted apart in `at_trainer_kill`);
     - ``env_reset_timeout``: an episode begun within `RESTART_WAIT_S` after an env worker kill whose reset met the
       dead server and waited for the restarted one past the collector's limit (under load a restart takes longer
-      than ``turn_timeout_s`` + 10 s); it never reached an env, so it names no soak token (`reset_at_env_restart`).
+      than ``turn_timeout_s`` + 10 s); it never reached an env, so it names no soak token (`reset_at_env_restart`);
+    - ``trainer_stopped`` of an episode begun just after a trainer kill's record: the cluster outlives its killed
+      driver for a moment (fate sharing is not instant), and a rollout worker may start one more episode; a kill
+      explains the episodes begun before its segment's processes were gone (`begun_after_kill_record`).
     """
 
     def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str],
-                 created: dict[str, float] | None = None):
+                 created: dict[str, float] | None = None, segments: list[dict[str, Any]] | None = None):
         self.created = created or {}
+        killed_segments = {f["segment"] for f in faults if f["kind"] == "trainer_kill"}
+        self.killed_ends = [seg["ended"] for seg in segments or [] if seg["segment"] in killed_segments]
+        self.begun_after_kill_record: set[str] = set()
         self.env_kills = [f["time"] for f in faults if f["kind"] == "actor_kill" and f["actor"] == "EnvWorker"]
         self.reset_at_env_restart: set[str] = set()
         self.killed = {f["pid"]: f for f in faults if f["kind"] == "actor_kill"}
@@ -300,6 +306,12 @@ class Explainer:
             owner = self.owners.get(episode["id"], "")
             pid = int(owner.split("-")[2]) if owner.count("-") >= 3 else None
             return "actor_kill" if pid in self.killed and self.killed[pid]["actor"] == "RolloutWorker" else None
+        if kind == TRAINER_STOPPED:
+            began = self.start.get(episode["token"] or "", {}).get("time", float("inf"))
+            if any(end >= began for end in self.killed_ends):
+                self.begun_after_kill_record.add(episode["id"])
+                return "trainer_kill"
+            return None
         if kind == RESET_TIMEOUT:
             began = self.created.get(episode["id"], float("-inf"))
             if episode["token"] is None and any(0 <= began - k <= RESTART_WAIT_S for k in self.env_kills):
@@ -359,7 +371,7 @@ def main(args: argparse.Namespace) -> int:
     (work / "run.json").write_text(json.dumps(run))
     faults = read_jsonl(work / "faults.jsonl")
     starts = read_jsonl(work / "starts.jsonl")
-    explainer = Explainer(faults, starts, *episode_owners(store))
+    explainer = Explainer(faults, starts, *episode_owners(store), segments=run["segments"])
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s + GRACE_S, explain=explainer)
     result["env_lost_at_trainer_kill"] = len(explainer.at_trainer_kill)
     # resets that met a killed env worker name no soak token: explained by its kill, not unnamed mysteries; the env
