@@ -32,6 +32,11 @@ class EnvClusterConfig(BaseModel):
     """Containers of the agentgym/env image, each serving the run's env on a unix socket."""
     max_sessions: int = Field(64, ge=1)
     """Sessions (env instances) per replica."""
+    mounts: list[str] = Field(default_factory=list)
+    """Absolute host directories bound read-write at the same path in every replica (a plugin env's code on
+    `PYTHONPATH`, a directory it writes to that outlives the container). Empty: none (the default)."""
+    environment: dict[str, str] = Field(default_factory=dict)
+    """Environment variables of the env server in every replica (e.g. `PYTHONPATH` naming a mounted directory)."""
 
 
 class TrainConfig(BaseModel):

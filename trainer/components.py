@@ -64,7 +64,8 @@ def env_source(cfg: TrainConfig) -> Any:
         from agentgym.runtime.cluster import EnvCluster, EnvPool
 
         cluster = EnvCluster(cfg.env, replicas=cfg.env_cluster.replicas, env_kwargs=dict(cfg.env_kwargs),
-                             max_sessions=cfg.env_cluster.max_sessions).start()  # removed when the run's process exits
+                             max_sessions=cfg.env_cluster.max_sessions, mounts=list(cfg.env_cluster.mounts),
+                             environment=dict(cfg.env_cluster.environment)).start()  # removed when the run's process exits
         cluster.watch()
         return EnvPool(cluster)
     return cfg.env

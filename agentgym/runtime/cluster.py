@@ -26,7 +26,9 @@ container died; the episodes in flight on it end as infrastructure failures
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -46,6 +48,8 @@ LABEL_ENV = "agentgym.env"
 #: the `EnvInfraError` kinds of a server that cannot be reached (gone, or restarted on another address)
 UNREACHABLE = ("connection_refused", "connection_lost")
 SOCKET = "env.sock"
+#: a replica's socket directory in the temp dir: agentgym-env-<owner pid>-<its start time>-<random>
+DIR_PREFIX = "agentgym-env-"
 
 
 @dataclass
@@ -71,12 +75,20 @@ class EnvCluster:
     mem_limit: str = "2g"
     pids_limit: int = 512
     start_timeout_s: float = 180.0
+    #: absolute host directories bound read-write at the same path in every replica, and the server's extra
+    #: environment (a plugin env's code on PYTHONPATH, a directory that outlives the container)
+    mounts: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
     members: list[Replica] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.replicas < 1 or self.max_sessions < 1:
             raise ConfigError(f"an env cluster needs replicas >= 1 and max_sessions >= 1, got {self.replicas} and "
                               f"{self.max_sessions}")
+        for mount in self.mounts:
+            if not os.path.isabs(mount) or not os.path.isdir(mount):
+                raise ConfigError(f"env cluster mount {mount!r} is not an existing absolute directory; name a host "
+                                  "directory (it is bound at the same path in every replica)")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -85,9 +97,14 @@ class EnvCluster:
     # ---- life cycle ----------------------------------------------------------------
     def start(self) -> EnvCluster:
         """Build the env's family image if needed, start every replica in parallel, wait until each is healthy."""
+        from agentgym.registration import registry
         from agentgym.runtime.images import ensure_image, image_for
 
         self.image = ensure_image(image_for(self.env_id))
+        remove_stale_directories()
+        atexit.register(self.stop)  # a normal exit removes the socket directories too (the reaper only containers)
+        # the id the server answers to: a "module:Name-v0" id is served as Name-v0 (its module imported first)
+        self.served_id = registry[self.env_id].id
         started: list[Replica | BaseException] = [None] * self.replicas  # type: ignore[list-item]
 
         def one(i: int) -> None:
@@ -114,24 +131,26 @@ class EnvCluster:
 
         docker_client = client()
         profile = container_profile(docker_client, self.image)  # the default, or one running sandboxes inline
-        directory = tempfile.mkdtemp(prefix="agentgym-env-")
+        directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-{reaper.process_start(os.getpid())}-")
         os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
         max_sessions = min(self.max_sessions, profile.max_sessions or self.max_sessions)
         command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(max_sessions),
                    "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
+        binds = {directory: {"bind": "/run/agentgym", "mode": "rw"}, **{m: {"bind": m, "mode": "rw"} for m in self.mounts}}
         host_config = docker_client.api.create_host_config(**profile.host_config(dict(
             network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
-            binds={directory: {"bind": "/run/agentgym", "mode": "rw"}}, cap_drop=["ALL"],
+            binds=binds, cap_drop=["ALL"],
             security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)))
         labels = {**reaper.owner_labels(), reaper.LABEL: "env-server", LABEL_ENV: self.env_id}
         # stdin_open without detach also sets StdinOnce: when our attach socket closes, the server's stdin ends
         container = docker_client.api.create_container(self.image, command=command, stdin_open=True, labels=labels,
-                                                       host_config=host_config, environment=profile.environment)
+                                                       host_config=host_config,
+                                                       environment={**profile.environment, **self.environment})
         cid = container["Id"]
         reaper.remember(cid)
         attach = docker_client.api.attach_socket(cid, params={"stdin": 1, "stream": 1})
         docker_client.api.start(cid)
-        endpoint = f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/{self.env_id}"
+        endpoint = f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/{self.served_id}"
         replica = Replica(cid, directory, endpoint, attach, max_sessions=max_sessions)
         self._wait_healthy(replica)
         return replica
@@ -236,6 +255,25 @@ class EnvCluster:
         shutil.rmtree(replica.directory, ignore_errors=True)
 
 
+def remove_stale_directories(root: str | None = None) -> list[str]:
+    """Remove the replicas' socket directories in `root` (the temp dir) whose owner process is gone.
+
+    A SIGKILLed owner runs no handler: the engine removes its containers (their stdin closes), but their host
+    directories stay; the next cluster started on the machine removes them. The owner is read from the
+    directory's name (pid and start time, so a recycled pid is not taken for it), not from a file the container
+    could write. The removed paths."""
+    from agentgym.sandboxes import reaper
+
+    removed = []
+    for path in glob.glob(os.path.join(root or tempfile.gettempdir(), f"{DIR_PREFIX}*-*-*")):
+        pid, _, rest = os.path.basename(path)[len(DIR_PREFIX):].partition("-")
+        start = rest.split("-", 1)[0]
+        if pid.isdigit() and start.isdigit() and reaper.process_start(int(pid)) != start:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 class EnvPool:
     """A zero-argument env factory over a cluster's replicas (or fixed endpoints); see the module docstring."""
 
@@ -250,6 +288,7 @@ class EnvPool:
         self._open: dict[str, int] = {}
         self._peak: dict[str, int] = {}
         self._limits: dict[str, int] = {}
+        self._down: set[str] = set()  #: a cluster's endpoints that refused a connection (their replica died)
         self._lock = threading.Lock()
         #: the name episodes get (default: the cluster's env id, or the first endpoint's URL)
         self.env_id = env_id or (source.env_id if isinstance(source, EnvCluster) else source[0])
@@ -257,11 +296,29 @@ class EnvPool:
     def endpoints(self) -> list[str]:
         return self.source.endpoints if isinstance(self.source, EnvCluster) else list(self.source)
 
-    def claim(self) -> str:
-        """The endpoint with the fewest open envs below its session limit, counted as one more open env."""
+    def live_endpoints(self) -> list[str]:
+        """The endpoints not known to be down (a cluster's replica that refused a connection, not yet replaced)."""
+        endpoints = self.endpoints()
         with self._lock:
-            endpoints = self.endpoints()
+            self._down &= set(endpoints)  # a replaced replica's endpoint is gone for good
+            return [e for e in endpoints if e not in self._down]
+
+    def mark_down(self, endpoint: str) -> None:
+        """Take a cluster's endpoint out of the pool until the cluster replaces its replica (a new endpoint).
+
+        Fixed endpoints are never marked: a restarted server comes back at the same URL."""
+        if isinstance(self.source, EnvCluster):
+            with self._lock:
+                self._down.add(endpoint)
+
+    def claim(self) -> str:
+        """The live endpoint with the fewest open envs below its session limit, counted as one more open env."""
+        endpoints = self.live_endpoints()
+        with self._lock:
             free = [e for e in endpoints if self._open.get(e, 0) < (self._limit(e) or 1 << 30)]
+            if not endpoints:
+                raise EnvInfraError(f"every env server replica of {self.env_id} refused a connection (their "
+                                    "containers died); the cluster's watch replaces them", kind="connection_refused")
             if not free:
                 raise EnvInfraError(f"every env server replica of {self.env_id} is at its session limit; start more "
                                     "replicas or lower the collector's concurrency", kind="busy")
@@ -322,12 +379,32 @@ class EnvPool:
         return self._make()
 
     def _make(self) -> RemoteEnv:
-        endpoint = self.claim()
-        try:
-            env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
-        except BaseException:
-            self.release(endpoint)
-            raise
+        """A new env on a live endpoint; a cluster's replica that refuses the connection (its container died, the
+        cluster has not replaced it yet) is marked down and the next one tried, so a dead replica fails no episode
+        that has not begun."""
+        for _ in range(len(self.endpoints())):
+            endpoint = self.claim()
+            try:
+                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
+                break
+            except EnvInfraError as exc:
+                self.release(endpoint)
+                if exc.kind != "connection_refused" or not isinstance(self.source, EnvCluster):
+                    raise
+                self.mark_down(endpoint)
+            except BaseException:
+                self.release(endpoint)
+                raise
+        else:  # every replica refused: wait a while for the cluster to replace one, else claim() says so
+            deadline = time.monotonic() + (self.call_timeout_s or 60.0)
+            while not self.live_endpoints() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            endpoint = self.claim()
+            try:
+                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
+            except BaseException:
+                self.release(endpoint)
+                raise
         with self._lock:
             self._limits[endpoint] = env.max_sessions or self._limits.get(endpoint, 1 << 30)
         return env
@@ -360,15 +437,25 @@ class _PooledEnv(RemoteEnv):
         return self._reset(seed, options)
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None):
-        if self.url not in self._pool.endpoints():  # its replica died and was replaced: go to a live one
-            old, new = self.url, self._pool.claim()
-            try:
-                self.move_to(new)
-            except BaseException:
-                self._pool.release(new)
+        if self.url not in self._pool.live_endpoints():  # its replica died (refused, or replaced): go to a live one
+            self._move()
+        try:
+            return super().reset(seed=seed, options=options)
+        except EnvInfraError as exc:
+            if exc.kind != "connection_refused" or not isinstance(self._pool.source, EnvCluster):
                 raise
-            self._pool.release(old)
+        self._pool.mark_down(self.url)  # refused before any session opened: nothing began, so try a live replica
+        self._move()
         return super().reset(seed=seed, options=options)
+
+    def _move(self) -> None:
+        old, new = self.url, self._pool.claim()
+        try:
+            self.move_to(new)
+        except BaseException:
+            self._pool.release(new)
+            raise
+        self._pool.release(old)
 
     def close(self) -> None:
         if not self._released:

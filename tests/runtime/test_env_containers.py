@@ -72,7 +72,9 @@ async def test_the_pool_spreads_sessions_and_a_killed_container_ends_only_its_ep
 
     collector = Collector(pool, killing_solver, concurrency=8, progress=False)
     first = (await collector.collect([Task("shop-easy-0", seed=i) for i in range(8)])).episodes
-    assert sorted(pool.load(peak=True).values()) == [4, 4]  # spread evenly over the two replicas
+    # spread evenly over the two replicas; an env made after the kill (a loaded machine) goes to the live one
+    peak = pool.load(peak=True)
+    assert sum(peak.values()) == 8 and 1 <= peak[victim.endpoint] <= 4, peak
     assert len({e.env_id for e in first}) == 1
     lost = [e for e in first if e.status != EpisodeStatus.COMPLETE]
     assert all(e.failure == Failure.INFRA for e in lost)
@@ -106,3 +108,52 @@ def test_envs_up_prints_endpoints_and_its_sigkill_leaves_no_container():
             return
         time.sleep(0.5)
     pytest.fail(f"container {container['Id'][:12]} outlived its SIGKILLed owner")
+
+
+def test_a_plugin_env_served_from_a_mounted_directory_by_its_module_id(tmp_path, monkeypatch):
+    """`module:Name-v0` from a host directory bound into the replica (mounts, environment): the module's code is
+    not in the image, the server answers to Name-v0, and the env writes into the mounted directory."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "ctrplug.py").write_text(
+        "import os\nfrom agentgym.envs.maze.env import MazeEnv\nfrom agentgym.registration import register\n\n"
+        "class PlugMaze(MazeEnv):\n    thread_safe = True\n\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        with open(os.path.join(os.environ['PLUG_OUT'], 'resets'), 'a') as out:\n"
+        "            out.write('reset\\n')\n"
+        "        return super().reset(seed=seed, options=options)\n\n"
+        "register(id='PlugMaze-v0', entry_point='ctrplug:PlugMaze', max_turns=5)\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chmod(plugin, 0o755)
+    os.chmod(out, 0o777)  # the server runs as the image's non-root user
+    monkeypatch.syspath_prepend(str(plugin))  # this side imports it too (the cluster resolves the id)
+    with EnvCluster("ctrplug:PlugMaze-v0", replicas=1, mounts=[str(plugin), str(out)],
+                    environment={"PYTHONPATH": str(plugin), "PLUG_OUT": str(out)}) as cluster:
+        assert cluster.endpoints[0].endswith("/PlugMaze-v0")
+        env = RemoteEnv(cluster.endpoints[0])
+        assert env.reset(seed=0)[0].startswith("Start.")
+        env.close()
+    assert (out / "resets").read_text() == "reset\n"
+
+
+def test_a_killed_replica_gets_no_new_envs_until_it_is_replaced():
+    """Envs made, or reset, while a killed replica is not yet replaced go to the live one: nothing that had not
+    begun fails."""
+    from agentgym.sandboxes.docker import client
+
+    with EnvCluster("Maze-v0", replicas=2, max_sessions=8) as cluster:
+        pool = EnvPool(cluster)
+        victim = cluster.members[0]
+        idle = [pool() for _ in range(2)]  # one on each replica, no session yet
+        client().api.kill(victim.container_id)
+        while cluster._running(victim):
+            time.sleep(0.1)
+        fresh = [pool() for _ in range(3)]
+        for env in idle + fresh:
+            assert env.reset(seed=0)[0].startswith("Start.")
+            assert env.url != victim.endpoint
+        assert victim.endpoint not in pool.live_endpoints()
+        assert cluster.check() == 1 and len(pool.live_endpoints()) == 2
+        for env in idle + fresh:
+            env.close()

@@ -1,0 +1,23 @@
+"""An env cluster's socket directories do not outlive their owner: those of a gone owner are removed, a live one's
+kept (the owner's pid and start time are in the directory's name)."""
+
+from __future__ import annotations
+
+import os
+
+from agentgym.sandboxes import reaper
+
+from agentgym.runtime.cluster import DIR_PREFIX, remove_stale_directories
+
+
+def test_directories_of_gone_owners_are_removed_and_a_live_owners_kept(tmp_path):
+    me = f"{DIR_PREFIX}{os.getpid()}-{reaper.process_start(os.getpid())}-abc"
+    recycled = f"{DIR_PREFIX}{os.getpid()}-1-abc"  # this pid, but another process's start time: its owner is gone
+    gone = f"{DIR_PREFIX}999999999-5-abc"
+    other = "agentgym-env-image-x1"  # not a socket directory (an image build's context)
+    for name in (me, recycled, gone, other):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "env.sock").write_text("")
+    removed = remove_stale_directories(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in removed) == sorted([recycled, gone])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([me, other])
