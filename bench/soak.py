@@ -58,6 +58,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from soak_accounting import account  # noqa: E402
+from soak_containers import ContainerKiller, container_settings, leaked_containers  # noqa: E402
 from soak_env import append_record  # noqa: E402
 from soak_policy import (  # noqa: E402
     PolicyFaultProxy,
@@ -107,6 +108,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "actor's process (env and rollout workers in turn; Ray restarts them)")
     parser.add_argument("--rollout-workers", type=int, default=2, help="ray: rollout worker actors")
     parser.add_argument("--env-workers", type=int, default=1, help="ray: env worker actors")
+    parser.add_argument("--envs", choices=("process", "containers"), default="process",
+                        help="process: an env worker process per env; containers: env_cluster containers of the "
+                        "agentgym/env image, one killed every --container-kill-every-s (bench/soak_containers.py)")
+    parser.add_argument("--replicas", type=int, default=2, help="containers: env server replicas")
+    parser.add_argument("--max-sessions", type=int, default=64, help="containers: sessions per replica (a step "
+                        "that hangs past the turn timeout holds its session until the client's call timeout)")
+    parser.add_argument("--container-kill-every-s", type=float, default=20.0,
+                        help="containers: mean seconds between env container kills")
     args = parser.parse_args(argv)
     if args.runtime == "ray" and args.policy != "inprocess":
         parser.error("--runtime ray runs the rollout workers' own policy replicas: leave out --policy served")
@@ -135,6 +144,13 @@ def write_config(args: argparse.Namespace, work: Path, backend_url: str | None =
     }
     if args.store:
         config["store"] = args.store
+    if args.envs == "containers":  # the same env, served from containers (its logs in a directory bound into each)
+        cluster, env_kwargs = container_settings(work, args.replicas, args.max_sessions)
+        config["env_cluster"] = cluster
+        config["env_kwargs"].update(env_kwargs)
+        # a remote env's step is bounded by the collector's backstop (turn_timeout_s + 10 s) and the pool's call
+        # timeout (60 s), not by turn_timeout_s: a hang must outlast the backstop to be one
+        config["env_kwargs"]["hang_s"] = 4 * args.turn_timeout_s + 10
     if backend_url is not None:  # the served policy, through the fault proxy
         config.update(backend="openai", backend_url=f"{backend_url}/v1", backend_timeout_s=args.policy_timeout_s,
                       backend_retries=args.policy_retries, weight_sync=args.weight_sync)
@@ -399,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="agentgym-soak-")).resolve()
     (work / "tmp").mkdir(parents=True, exist_ok=True)
     sampler, shm_before = RssSampler(), shm_segments()
-    server = proxy = disconnector = None
+    server = proxy = disconnector = killer = None
     try:
         if args.policy == "served":
             server, proxy = start_served_policy(args, work, sampler)
@@ -408,10 +424,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.store and args.store.startswith("postgresql"):
             disconnector = StoreDisconnector(args.store, work / "faults.jsonl", args.pg_every_s)
             disconnector.start()
+        if args.envs == "containers":
+            killer = ContainerKiller(work / "faults.jsonl", lambda: getattr(sampler.trainer, "pid", None),
+                                     seed=args.seed, every_s=args.container_kill_every_s)
+            killer.start()
         run = run_segments(args, work, config, sampler, (proxy, server.url) if server is not None else None)
         served = served_weights(server.url) if server is not None else None
     finally:
-        for part in (disconnector, sampler, proxy, server):
+        for part in (killer, disconnector, sampler, proxy, server):
             if part is not None and (not isinstance(part, threading.Thread) or part.is_alive()):
                 part.stop()
     store = args.store or f"sqlite:///{work / 'runs' / RUN_NAME / 'episodes.db'}"
@@ -432,7 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     result["rss"] = rss_report(long_lived, skip)
     result["rss_workers"] = rss_report(workers, skip, min_life_s=600.0)  # env workers that lived 10 minutes
     result["leaked"] = leaked(work, sampler.worker_pids, shm_before)
-    result.update(minutes=None if args.short else args.minutes, seed=args.seed, policy=args.policy, workdir=str(work))
+    if args.envs == "containers":  # the env containers of every trainer segment, killed or not, must be gone
+        left = leaked_containers({seg["pid"] for seg in run["segments"]})
+        result["leaked"].update(containers=len(left), container_ids=left)
+    result.update(minutes=None if args.short else args.minutes, seed=args.seed, policy=args.policy, envs=args.envs,
+                  workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,16 @@ import sqlalchemy as sa
 
 from agentgym.store import IN_FLIGHT_AT_END, IN_FLIGHT_AT_RESUME, normalise_url
 
-TOKEN = re.compile(r"\[soak (ep-\d+-\d+)\]")
+TOKEN = re.compile(r"\[soak (ep-[\w.]+-\d+)\]")  #: ep-PID-N, or ep-HOST.PID-N from an env container
 #: the infra failure kind each env fault must produce (from the ProcessEnv error text)
 EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
 #: infra failures of episodes in flight when the trainer was killed (ended on resume) or when the run ended
 TRAINER_STOPPED, RUN_ENDED = "trainer_stopped", "run_ended"
+#: the infra failure of an episode whose env server went (Ray: its env worker died; containers: its container was
+#: killed, the connection lost or refused before the cluster replaced it), and the container fault behind it
+CONNECTION_LOST_KIND, CONTAINER_KILL = "env_connection_lost", "container_kill"
+#: where the soak's env logs when it runs in env containers (a directory bound into each; see bench/soak.py)
+ENV_LOG_DIR = "envlog"
 #: the infra failure a policy server outage must produce (the client's retries ran out), and the fault kinds
 POLICY_FAILED = "policy_failed"
 POLICY_KINDS = ("policy_500", "policy_drop", "policy_stall")
@@ -50,8 +56,15 @@ def infra_kind(error: str | None) -> str:
     if text.startswith("in flight when its rollout worker died"):  # Ray: the rollout worker was restarted
         return "rollout_worker_lost"
     if "connection to the env server" in text and ("was lost during" in text or "broke during" in text):
-        return "env_connection_lost"  # Ray: the env worker holding the session died
+        return CONNECTION_LOST_KIND  # Ray: the env worker holding the session died; containers: the container
+    if any(lost in text for lost in CONNECTION_LOST):
+        return CONNECTION_LOST_KIND  # containers: refused by a killed replica not yet replaced
     return "other"
+
+
+#: what `RemoteEnv` says when its env server went away (agentgym/runtime/remote.py)
+CONNECTION_LOST = ("the connection to the env server at", "cannot connect to the env server at",
+                   "cannot open the WebSocket of session", "no open session at")
 
 
 def stored_episodes(store: str, run_id: str) -> list[dict[str, Any]]:
@@ -81,10 +94,16 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
     """The accounting; `explain(episode, kind)` names the fault kind behind an infra failure the env and trainer
     faults do not explain (bench/soak_ray.py: actor kills), or None."""
     # the trainer itself makes and resets one env in process when it starts (its config check): not episodes
-    # (on Ray: every actor process does, `config_check_pids`)
-    trainer_pids = {seg["pid"] for seg in run["segments"]} | set(run.get("config_check_pids", []))
-    starts = [s for s in read_jsonl(work / "starts.jsonl") if s["pid"] not in trainer_pids]
-    faults = read_jsonl(work / "faults.jsonl")
+    # (on Ray: every actor process does, `config_check_pids`; its host is this one, container pids repeat)
+    trainer_pids, here = {seg["pid"] for seg in run["segments"]} | set(run.get("config_check_pids", [])), \
+        socket.gethostname()
+    starts = [s for s in read_jsonl(work / "starts.jsonl") + read_jsonl(work / ENV_LOG_DIR / "starts.jsonl")
+              if not (s["pid"] in trainer_pids and s.get("host") in (None, here))]
+    # the driver's faults, and (envs in containers) those the env logged in the directory bound into each
+    faults = sorted(read_jsonl(work / "faults.jsonl") + read_jsonl(work / ENV_LOG_DIR / "faults.jsonl"),
+                    key=lambda f: f.get("time", 0.0))
+    if explain is None and any(f["kind"] == CONTAINER_KILL for f in faults):
+        explain = container_explainer(faults, starts)
     episodes, trained_by_credit = stored_episodes(store, run_id)
     by_token: dict[str, list[dict[str, Any]]] = {}
     for ep in episodes:
@@ -105,6 +124,8 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
     if policy["outages_ended_episode"]:
         result["faults_hit_stored_episodes"]["policy_outage"] = policy["outages_ended_episode"]
     result["fault_mismatches"] += policy["mismatches"]
+    result.update(container_fault_match(faults, episodes, starts))
+    result["unnamed_episodes"] -= result["container_faults"]["refused"]  # ended before their env reset: no token
     result.update(lost_and_in_flight(starts, faults, by_token, run["segments"], turn_timeout_s))
     result["infra_trained"] = infra_trained(work / "runs" / run_id / "trained.jsonl", infra, trained_by_credit)
     result["updates"] = update_accounting(work / "runs" / run_id, run["resumes"])
@@ -193,6 +214,56 @@ def policy_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, An
     return {"policy_faults": {**report, "mismatches": len(mismatches), "mismatch_examples": mismatches[:5]}}
 
 
+def container_explainer(faults: list[dict[str, Any]], starts: list[dict[str, Any]]) -> Any:
+    """The explainer (`account`'s ``explain``) of the driver's env container kills (``container_kill``: the
+    container's short id, its socket directory and the sessions its server held, logged before the kill): an
+    ``env_connection_lost`` episode is explained by a kill of the container its token names (it reset there), or,
+    without a token (it asked the dead replica for a session before the cluster replaced it), of the socket directory
+    its error names."""
+    kills = [f for f in faults if f["kind"] == CONTAINER_KILL]
+    killed, directories = {k["container"] for k in kills}, [k["directory"] for k in kills]
+    host_of = {s["token"]: s.get("host") for s in starts}
+
+    def explain(ep: dict[str, Any], kind: str) -> str | None:
+        if kind != CONNECTION_LOST_KIND:
+            return None
+        if host_of.get(ep["token"]) in killed:
+            return CONTAINER_KILL
+        if ep["token"] is None and any(d in (ep["error"] or "") for d in directories):
+            return CONTAINER_KILL
+        return None
+
+    return explain
+
+
+def container_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, Any]],
+                          starts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per container kill: the sessions its server held and the episodes it ended mid-way (by the container in their
+    token); ``refused``: episodes without a token that name a killed replica's socket directory (they asked it for a
+    session). A kill cannot end more episodes mid-way than its server held sessions (``over_sessions`` counts kills
+    that did); it may end fewer, since a session stays open between its episodes. The match itself (mismatches, hits)
+    is `fault_match`'s, through `container_explainer`."""
+    kills = [f for f in faults if f["kind"] == CONTAINER_KILL]
+    host_of = {s["token"]: s.get("host") for s in starts}
+    ended: Counter[str] = Counter()
+    refused = 0
+    for ep in episodes:
+        if ep["failure"] != "infra" or infra_kind(ep["error"]) != CONNECTION_LOST_KIND:
+            continue
+        host = host_of.get(ep["token"])
+        if host in {k["container"] for k in kills}:
+            ended[host] += 1
+        elif ep["token"] is None and any(k["directory"] in (ep["error"] or "") for k in kills):
+            refused += 1
+    per_kill = [{"container": k["container"], "sessions": k["sessions"], "episodes_ended": ended[k["container"]]}
+                for k in kills]
+    return {"container_faults": {
+        "kills": len(kills), "sessions_at_kill": sum(k["sessions"] for k in kills),
+        "episodes_ended": sum(ended.values()), "refused": refused,
+        "over_sessions": sum(k["episodes_ended"] > k["sessions"] for k in per_kill),
+        "kills_missed": sum(f["kind"] == "container_kill_missed" for f in faults), "per_kill": per_kill}}
+
+
 #: what the client's last error may say after an outage of each kind (httpx's error in the backend's BackendError)
 POLICY_REASON = {"policy_500": ("HTTP 500",), "policy_drop": ("RemoteProtocolError", "ReadError"),
                  "policy_stall": ("ReadTimeout",)}
@@ -211,9 +282,10 @@ def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]
       trainer stopped, and not stored;
     - ``lost``: ended, and nothing of its group was still running: it should be in the store.
     """
-    later_start: dict[int, float] = {}
+    later_start: dict[tuple[str | None, int], float] = {}  # by (container or None, pid): container pids repeat
     for start in starts:
-        later_start[start["pid"]] = max(later_start.get(start["pid"], 0.0), start["time"])
+        worker = (start.get("host"), start["pid"])
+        later_start[worker] = max(later_start.get(worker, 0.0), start["time"])
     fault_time = {f["token"]: f["time"] for f in faults if "token" in f}
     ends = sorted(seg["ended"] for seg in segments)
     ended, running, in_flight = [], set(), 0
@@ -221,7 +293,7 @@ def lost_and_in_flight(starts: list[dict[str, Any]], faults: list[dict[str, Any]
         if start["token"] in by_token:
             continue
         segment_end = next((end for end in ends if end >= start["time"]), ends[-1] if ends else start["time"])
-        moved_on = later_start[start["pid"]] > start["time"]
+        moved_on = later_start[(start.get("host"), start["pid"])] > start["time"]
         stale_fault = start["token"] in fault_time and fault_time[start["token"]] + turn_timeout_s + 30 < segment_end
         if moved_on or stale_fault:
             ended.append((start, segment_end))

@@ -3,8 +3,9 @@
 Used by `bench/soak.py` as ``soak_env:SoakMaze-v0`` (the driver puts bench/ on PYTHONPATH), so the
 collector runs every instance in a worker process of its own (`agentgym.runtime.ProcessEnv`).
 
-- ``reset`` draws a fresh episode token (``ep-<pid>-<n>``), appends ``{"event": "start", "token": ...}``
-  to the start log and ends the reset observation with ``[soak ep-...]``: the stored episode's first
+- ``reset`` draws a fresh episode token (``ep-<pid>-<n>``; with ``tag_host``, in env server containers whose pids
+  repeat, ``ep-<hostname>.<pid>-<n>``, the hostname being the container's short id), appends
+  ``{"event": "start", "token": ...}`` to the start log and ends the reset observation with ``[soak ep-...]``: the stored episode's first
   observation names it, so the driver can tell which started episodes reached the store.
 - ``step`` may inject one fault, drawn from ``random.Random(f"{plan_seed}:{token}:{turn}")`` (the same
   episode token and turn give the same decision): ``worker_kill`` (the worker SIGKILLs itself) with
@@ -21,6 +22,7 @@ import json
 import os
 import random
 import signal
+import socket
 import time
 from typing import Any
 
@@ -46,19 +48,22 @@ class SoakMaze(MazeEnv):
     thread_safe = False
 
     def __init__(self, *, fault_log: str, start_log: str, plan_seed: int = 0, kill_rate: float = 0.0,
-                 hang_rate: float = 0.0, hang_s: float = 30.0, **maze_kwargs: Any):
+                 hang_rate: float = 0.0, hang_s: float = 30.0, tag_host: bool = False, **maze_kwargs: Any):
         super().__init__(**maze_kwargs)
         if not 0 <= kill_rate + hang_rate <= 1:
             raise ValueError(f"kill_rate + hang_rate must lie in [0, 1], got {kill_rate} + {hang_rate}")
         self.fault_log, self.start_log, self.plan_seed = fault_log, start_log, plan_seed
         self.kill_rate, self.hang_rate, self.hang_s = kill_rate, hang_rate, hang_s
         self._serial = itertools.count()
+        #: in a container: its short id (docker's hostname), in each token and record; else None (tokens as before)
+        self.host = socket.gethostname() if tag_host else None
         self.token = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = super().reset(seed=seed, options=options)
-        self.token = f"ep-{os.getpid()}-{next(self._serial)}"
-        append_record(self.start_log, {"event": "start", "token": self.token, "pid": os.getpid(),
+        where = f"{self.host}.{os.getpid()}" if self.host else str(os.getpid())
+        self.token = f"ep-{where}-{next(self._serial)}"
+        append_record(self.start_log, {"event": "start", "token": self.token, "pid": os.getpid(), "host": self.host,
                                        "task_id": info["task_id"], "time": time.time()})
         return f"{observation} [soak {self.token}]", info
 
@@ -74,8 +79,8 @@ class SoakMaze(MazeEnv):
         return super().step(action)
 
     def _inject(self, kind: str, turn: int) -> None:
-        append_record(self.fault_log, {"kind": kind, "token": self.token, "pid": os.getpid(), "turn": turn,
-                                       "time": time.time()})
+        append_record(self.fault_log, {"kind": kind, "token": self.token, "pid": os.getpid(), "host": self.host,
+                                       "turn": turn, "time": time.time()})
 
 
 register(id="SoakMaze-v0", entry_point="soak_env:SoakMaze", max_turns=10)

@@ -73,3 +73,19 @@ def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):
     # the first kill fell between a weight push and its checkpoint: that resume sent the server a lower version
     assert sync["rewound_at_resume"] == 1, result["updates"]["per_resume"]
     assert "policy_server" in result["rss"]
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_short_soak_with_env_containers_killed_loses_nothing(tmp_path):
+    """The envs in env_cluster containers (bench/soak_containers.py), one killed every ~10 s; one trainer kill (the
+    in-process soak above covers two) to keep it near two minutes."""
+    result = short_soak(tmp_path, "--envs", "containers", "--trainer-kills", "1", "--container-kill-every-s", "10")
+    assert_nothing_lost(result, trainer_kills=1)
+    containers = result["container_faults"]
+    assert containers["kills"] > 0 and containers["over_sessions"] == 0, containers
+    # every kill's episodes ended as infra failures matched to it (mid-episode by token, or refused by directory)
+    hit = result["faults_hit_stored_episodes"].get("container_kill", 0)
+    assert containers["episodes_ended"] + containers["refused"] == hit == result["infra_failures"]["env_connection_lost"]
+    assert hit > 0, containers
+    assert result["leaked"]["containers"] == 0, result["leaked"]
