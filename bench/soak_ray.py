@@ -289,7 +289,7 @@ class Explainer:
     def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str],
                  created: dict[str, float] | None = None, segments: list[dict[str, Any]] | None = None):
         self.created = created or {}
-        killed_segments = {f["segment"] for f in faults if f["kind"] == "trainer_kill"}
+        killed_segments = {f.get("segment") for f in faults if f["kind"] == "trainer_kill"}
         self.killed_ends = [seg["ended"] for seg in segments or [] if seg["segment"] in killed_segments]
         self.begun_after_kill_record: set[str] = set()
         self.env_kills = [f["time"] for f in faults if f["kind"] == "actor_kill" and f["actor"] == "EnvWorker"]
