@@ -153,7 +153,9 @@ class ActorKiller(threading.Thread):
         try:
             for proc in root.children(recursive=True):
                 title = " ".join(proc.cmdline())
-                if title.startswith("ray::") and self.actor_pids.get(proc.pid, "IDLE") == "IDLE":
+                # an env worker's session process keeps its parent's title between fork and exec: not an actor
+                if title.startswith("ray::") and self.actor_pids.get(proc.pid, "IDLE") == "IDLE" \
+                        and not " ".join(proc.parent().cmdline()).startswith("ray::"):
                     self.actor_pids[proc.pid] = title[5:].split(" ")[0].split(".")[0]  # IDLE until it hosts an actor
         except psutil.Error:
             pass
