@@ -155,7 +155,7 @@ class ActorKiller(threading.Thread):
                 title = " ".join(proc.cmdline())
                 # an env worker's session process keeps its parent's title between fork and exec: not an actor
                 if title.startswith("ray::") and self.actor_pids.get(proc.pid, "IDLE") == "IDLE" \
-                        and not " ".join(proc.parent().cmdline()).startswith("ray::"):
+                        and not " ".join(getattr(proc.parent(), "cmdline", list)()).startswith("ray::"):
                     self.actor_pids[proc.pid] = title[5:].split(" ")[0].split(".")[0]  # IDLE until it hosts an actor
         except psutil.Error:
             pass
