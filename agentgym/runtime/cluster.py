@@ -169,8 +169,10 @@ class EnvCluster:
                     if http.get("/health").status_code == 200:
                         return
                 time.sleep(0.2)
+        logs = self._logs(replica)
         self._remove(replica)
-        raise EnvInfraError(f"env container for {self.env_id} was not healthy within {self.start_timeout_s:g} s",
+        raise EnvInfraError(f"env container for {self.env_id} ({self.image}) was not healthy within "
+                            f"{self.start_timeout_s:g} s; its last log lines: {logs[-1500:] or '(none)'}",
                             kind="container_timeout")
 
     def stop(self) -> None:
