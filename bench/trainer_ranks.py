@@ -163,7 +163,7 @@ def run_rank(args: argparse.Namespace) -> None:
     if args.weights:
         torch.save(full, args.weights)
     group.lead("stop")
-    group.close()
+    group.close(drain=True)
 
 
 if __name__ == "__main__":

@@ -72,9 +72,10 @@ async def test_the_pool_spreads_sessions_and_a_killed_container_ends_only_its_ep
 
     collector = Collector(pool, killing_solver, concurrency=8, progress=False)
     first = (await collector.collect([Task("shop-easy-0", seed=i) for i in range(8)])).episodes
-    # spread evenly over the two replicas; an env made after the kill (a loaded machine) goes to the live one
+    # spread evenly over the two replicas; an env made after the kill (a loaded machine) goes to the live one,
+    # and a reset the killed replica refused moves there too (then both replicas counted it once)
     peak = pool.load(peak=True)
-    assert sum(peak.values()) == 8 and 1 <= peak[victim.endpoint] <= 4, peak
+    assert 8 <= sum(peak.values()) <= 8 + peak[victim.endpoint] and 1 <= peak[victim.endpoint] <= 4, peak
     assert len({e.env_id for e in first}) == 1
     lost = [e for e in first if e.status != EpisodeStatus.COMPLETE]
     assert all(e.failure == Failure.INFRA for e in lost)

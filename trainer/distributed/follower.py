@@ -33,7 +33,7 @@ def follow(cfg: TrainConfig) -> int:
     strategy = side.updater.strategy
     group = strategy.group
     ckpt = ShardedCheckpointManager(cfg.run_dir, group, strategy, keep=cfg.keep_checkpoints)
-    updates = 0
+    updates, stopped = 0, False
     try:
         while True:
             command, payload = group.next_command()
@@ -53,8 +53,9 @@ def follow(cfg: TrainConfig) -> int:
                 side.updater.updates_done = state["update"]
                 side.updater.load_shuffle_state(state["extra"])
             elif command == "stop":
+                stopped = True
                 return updates
             else:
                 raise RuntimeError(f"rank {group.rank}: unknown command {command!r} from the leader")
     finally:
-        group.close()
+        group.close(drain=stopped)  # with the leader's own drain after "stop" (RankGroup.release)

@@ -16,6 +16,8 @@ rank in the same order. A collective that a dead rank never joins fails after
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -100,8 +102,15 @@ class RankGroup:
                               "died or stopped answering. Restart the run with --resume to continue from the "
                               "last checkpoint") from exc
 
-    def close(self) -> None:
+    def close(self, *, drain: bool = False) -> None:
+        """Leave the process group. With `drain` (every rank leaving together after "stop") a barrier first
+        waits for the collectives still in flight on this rank, so that no rank tears the group down while
+        another's background work (FSDP2's gloo reduce-scatters) still uses it: under CPU load such a rank
+        aborted at exit ("terminate called without an active exception")."""
         if self.distributed and torch.distributed.is_initialized():
+            if drain:
+                with contextlib.suppress(Exception):  # a rank already gone: nothing left to wait for
+                    torch.distributed.barrier()
             torch.distributed.destroy_process_group()
 
     def release(self) -> None:
@@ -109,8 +118,9 @@ class RankGroup:
         try:
             self.lead("stop")
         except RankFailure:
-            pass
-        self.close()
+            self.close()
+            return
+        self.close(drain=True)
 
 
 def launched_world() -> tuple[int, int, int] | None:
