@@ -17,7 +17,6 @@ rank in the same order. A collective that a dead rank never joins fails after
 from __future__ import annotations
 
 import contextlib
-
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
