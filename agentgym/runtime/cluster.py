@@ -131,7 +131,8 @@ class EnvCluster:
 
         docker_client = client()
         profile = container_profile(docker_client, self.image)  # the default, or one running sandboxes inline
-        directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-{reaper.process_start(os.getpid())}-")
+        directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-{reaper.process_start(os.getpid())}-",
+                                     dir=socket_root())
         os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
         max_sessions = min(self.max_sessions, profile.max_sessions or self.max_sessions)
         command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(max_sessions),
@@ -257,6 +258,15 @@ class EnvCluster:
         shutil.rmtree(replica.directory, ignore_errors=True)
 
 
+def socket_root() -> str:
+    """Where replicas' socket directories go: the temp dir, or /tmp when the temp dir's path is so long that a
+    socket in it would pass the 107-byte limit of a unix socket path (a deep TMPDIR, as a test's tmp_path):
+    the host could then never connect, and the replica looked unhealthy while it served."""
+    root = tempfile.gettempdir()
+    longest = os.path.join(root, f"{DIR_PREFIX}{'9' * 7}-{'9' * 12}-{'x' * 8}", SOCKET)
+    return root if len(longest.encode()) <= 100 else "/tmp"
+
+
 def remove_stale_directories(root: str | None = None) -> list[str]:
     """Remove the replicas' socket directories in `root` (the temp dir) whose owner process is gone.
 
@@ -267,7 +277,8 @@ def remove_stale_directories(root: str | None = None) -> list[str]:
     from agentgym.sandboxes import reaper
 
     removed = []
-    for path in glob.glob(os.path.join(root or tempfile.gettempdir(), f"{DIR_PREFIX}*-*-*")):
+    roots = [root] if root else sorted({tempfile.gettempdir(), socket_root()})
+    for path in (p for r in roots for p in glob.glob(os.path.join(r, f"{DIR_PREFIX}*-*-*"))):
         pid, _, rest = os.path.basename(path)[len(DIR_PREFIX):].partition("-")
         start = rest.split("-", 1)[0]
         if pid.isdigit() and start.isdigit() and reaper.process_start(int(pid)) != start:

@@ -77,9 +77,6 @@ def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.docker
-@pytest.mark.xfail(strict=False, reason="known failure under pytest only (stop 24): the soak's env containers "
-                   "never answer /health within 180 s and log nothing, while the same command run directly "
-                   "(python bench/soak.py --short --envs containers ...) passes; being investigated, see docs/soak.md")
 def test_short_soak_with_env_containers_killed_loses_nothing(tmp_path):
     """The envs in env_cluster containers (bench/soak_containers.py), one killed every ~10 s; one trainer kill (the
     in-process soak above covers two) to keep it near two minutes."""
