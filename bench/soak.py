@@ -284,12 +284,17 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
             code = wait_or_kill(proc, kill, began, work / "faults.jsonl", segment, run_dir, aim)
         sampler.trainer = None
         segments.append({"segment": segment, "pid": proc.pid, "exit": code, "ended": time.time()})
-        if kill is None and code != 0:
-            raise RuntimeError(f"trainer segment {segment} exited with {code}; see {work}/trainer-{segment}.log")
-        if kill is not None and code >= 0:
-            raise RuntimeError(f"trainer segment {segment} ended (exit {code}) before its planned kill {kill}; "
-                               f"see {work}/trainer-{segment}.log")
+        check_segment_exit("trainer", segment, kill, code, work)
     return {"segments": segments, "resumes": resumes, "kill_plan": plan}
+
+
+def check_segment_exit(what: str, segment: int, kill: dict[str, float] | None, code: int, work: Path) -> None:
+    """A segment must end as planned: exit 0 without a planned kill, killed (a signal) with one."""
+    if kill is None and code != 0:
+        raise RuntimeError(f"{what} segment {segment} exited with {code}; see {work}/trainer-{segment}.log")
+    if kill is not None and code >= 0:
+        raise RuntimeError(f"{what} segment {segment} ended (exit {code}) before its planned kill {kill}; "
+                           f"see {work}/trainer-{segment}.log")
 
 
 _LIBC = ctypes.CDLL(None)  #: loaded here: the child between fork and exec only calls into it

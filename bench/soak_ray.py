@@ -50,6 +50,7 @@ from soak import (
     SHORT_UPDATES,
     RssSampler,
     _die_with_parent,
+    check_segment_exit,
     checkpoint_update,
     leaked,
     logged_updates,
@@ -218,11 +219,7 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
         killer.root = sampler.trainer = None
         left = stop_session(work.name)  # none, or what outlived the driver (reported as leaked)
         segments.append({"segment": segment, "pid": proc.pid, "exit": code, "ended": time.time(), "outlived": left})
-        if kill is None and code != 0:
-            raise RuntimeError(f"ray segment {segment} exited with {code}; see {work}/trainer-{segment}.log")
-        if kill is not None and code >= 0:
-            raise RuntimeError(f"ray segment {segment} ended (exit {code}) before its planned kill {kill}; "
-                               f"see {work}/trainer-{segment}.log")
+        check_segment_exit("ray", segment, kill, code, work)
     return {"segments": segments, "resumes": resumes, "kill_plan": plan}
 
 
