@@ -153,7 +153,8 @@ class TrajectoryStore:
     def __init__(self, url: str | Path = "agentgym.db", *, create: bool = True, echo: bool = False):
         self.url = normalise_url(url)
         self.engine = self._connect(self.url, echo)
-        self._opening_again(lambda: self._check_schema(create))
+        # the probe in `_connect` passed: a dropped connection now is run again, as reads and writes are
+        self._retrying(lambda: self._check_schema(create), "opening")
 
     # ---- opening ---------------------------------------------------------
     @staticmethod
@@ -191,18 +192,6 @@ class TrajectoryStore:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
             engine.dispose()
         return engine
-
-    def _opening_again(self, work: Callable[[], None]) -> None:
-        """Run the opening's schema check again when the database dropped its connection (the server was
-        reachable a moment ago: the probe in `_connect` passed), as reads and writes are (`_again`)."""
-        for attempt in range(_TRIES):
-            try:
-                return work()
-            except OperationalError as exc:
-                if attempt == _TRIES - 1:
-                    raise
-                log.warning("opening the store failed (%s); trying again", str(exc.orig).strip().splitlines()[0])
-                time.sleep(0.2 * (attempt + 1))
 
     def _check_schema(self, create: bool) -> None:
         inspector = sa.inspect(self.engine)
@@ -266,10 +255,17 @@ class TrajectoryStore:
         return self._again(work, self.engine.connect, "read")
 
     def _again(self, work: Callable[[sa.Connection], T], connect: Callable[[], Any], what: str) -> T:
+        def once() -> T:
+            with connect() as conn:
+                return work(conn)
+        return self._retrying(once, what)
+
+    @staticmethod
+    def _retrying(call: Callable[[], T], what: str) -> T:
+        """`call()`, again (up to `_TRIES` times) when the database dropped the connection or was busy."""
         for attempt in range(_TRIES):
             try:
-                with connect() as conn:
-                    return work(conn)
+                return call()
             except OperationalError as exc:
                 if attempt == _TRIES - 1:
                     raise
