@@ -4,6 +4,8 @@
     python bench/learning.py --estimators grpo,gigpo --envs KeyDoor-v0 --seeds 2 --updates 30
     python bench/learning.py --json                                  # one JSON object (shape below)
     python bench/learning.py --updates 1 --seeds 1 --estimators grpo --set sft_steps=2 --json   # smoke scale
+    python bench/learning.py --jobs 8 --torch-threads 1 --json       # 8 runs at once (a machine with many cores)
+    python bench/learning.py --merge a.json b.json                   # one table (and PNG) from shards' --json
 
 Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared
 CPU recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
@@ -22,17 +24,23 @@ success; the PNG draws every run's held-out curve; `--json` prints exactly
     {"envs": {ENV_ID: {ESTIMATOR: {"updates_to_0.5": [...], "updates_to_0.8": [...],
                                    "final_success": [...], "collapsed": [...],
                                    "env_steps_to_0.5": [...], "env_steps_to_0.8": [...],
-                                   "wall_s": [...], "stopped_by": [...]}}},
+                                   "wall_s": [...], "stopped_by": [...], "seed": [...],
+                                   "curve": [[[update, env steps, success], ...], ...]}}},
      "updates": N, "seeds": S}
 
-with one list entry per seed (null where a threshold was never reached).
+with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
+each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); the
+results are the same as one at a time. Shards of the protocol (`--first-seed`, `--estimators`, `--envs`)
+run on different machines combine with `--merge`, which reads their JSON objects and prints the one table.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import math
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -113,6 +121,68 @@ def interval95(values: list[float]) -> tuple[float, float]:
     return mean, T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+def run_isolated(env_id: str, estimator: str, seed: int, args: argparse.Namespace, out: str) -> RunOutcome:
+    """`run_one` in a worker process of `--jobs` (its console output goes to stderr, prefixed by the run)."""
+    console = Console(stderr=True)
+    return run_one(env_id, estimator, seed, args, Path(out), console)
+
+
+def run_all(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Path,
+            console: Console) -> list[RunOutcome]:
+    """Every (env, estimator, seed) of `plan`, one at a time or `args.jobs` at once; outcomes in plan order."""
+    def report(o: RunOutcome) -> None:
+        console.print(f"[bold]{o.env} {o.estimator}[/] seed {o.seed}: held-out {[round(s, 2) for _, _, s in o.evals]}, "
+                      f"final {o.final:.2f}, {o.wall_s:.0f} s ({o.stopped_by})")
+
+    if args.jobs <= 1:
+        outcomes = []
+        for env_id, name, seed in plan:
+            console.print(f"[bold]{env_id} {name}[/] seed {seed}: {args.updates} updates ...")
+            outcomes.append(run_one(env_id, name, seed, args, out, console))
+            report(outcomes[-1])
+        return outcomes
+    console.print(f"{len(plan)} runs, {args.jobs} at once ({args.torch_threads} torch thread(s) each)")
+    spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(run_isolated, *item, args, str(out)): i for i, item in enumerate(plan)}
+        done: dict[int, RunOutcome] = {}
+        for future in concurrent.futures.as_completed(futures):
+            done[futures[future]] = future.result()  # a run that raised stops the benchmark with its error
+            report(done[futures[future]])
+    return [done[i] for i in range(len(plan))]
+
+
+def merge(paths: list[str]) -> dict[str, object]:
+    """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
+    merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        if merged["updates"] not in (None, data["updates"]):
+            raise SystemExit(f"{path}: {data['updates']} updates per run, the other shards {merged['updates']}: "
+                             "shards of one benchmark must share the budget")
+        merged["updates"] = data["updates"]
+        for env_id, per in data["envs"].items():
+            for name, e in per.items():
+                into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
+                for key, values in e.items():
+                    into.setdefault(key, []).extend(values)
+    merged["seeds"] = max((len(e["final_success"]) for per in merged["envs"].values()  # type: ignore[union-attr]
+                           for e in per.values()), default=0)
+    return merged
+
+
+def outcomes_of(data: dict[str, object]) -> list[RunOutcome]:
+    """Outcomes rebuilt from a JSON object's curves (for the PNG of merged shards)."""
+    out = []
+    for env_id, per in data["envs"].items():  # type: ignore[union-attr]
+        for name, e in per.items():
+            for i, curve in enumerate(e.get("curve", [])):
+                evals = [(int(u), int(st), float(s)) for u, st, s in curve]
+                out.append(RunOutcome(env_id, name, e.get("seed", list(range(len(e["curve"]))))[i], evals,
+                                      e["wall_s"][i], e["stopped_by"][i]))
+    return out
+
+
 def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, object]:
     envs: dict[str, dict[str, dict[str, list]]] = {}
     for o in outcomes:
@@ -125,6 +195,8 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("collapsed", []).append(o.collapsed)
         e.setdefault("wall_s", []).append(round(o.wall_s, 1))
         e.setdefault("stopped_by", []).append(o.stopped_by)
+        e.setdefault("seed", []).append(o.seed)
+        e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds}
 
 
@@ -134,7 +206,7 @@ def _mean_reached(values: list[int | None]) -> str:
 
 
 def print_table(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
-    table = Table(title=f"held-out success, {args.updates} updates per run (equal budgets), {args.seeds} seed(s)")
+    table = Table(title=f"held-out success, {data['updates']} updates per run (equal budgets), {data['seeds']} seed(s)")
     for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
                 "final success (95% CI)", "collapsed", "wall s/run", "cut by time"):
         table.add_column(col, justify="right")
@@ -189,6 +261,12 @@ def main() -> None:
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--envs", default=",".join(ENV_SECTIONS))
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed .. first-seed + seeds - 1")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in a process of its own")
+    parser.add_argument("--runs-dir", default=None, help="keep every run's directory (metrics.jsonl, store) here "
+                        "instead of a temporary directory")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="print the table (and PNG) of shards' --json "
+                        "outputs instead of running")
     parser.add_argument("--updates", type=int, default=60, help="updates per run: the equal budget")
     parser.add_argument("--eval-every", type=int, default=5, help="held-out evaluation every N updates")
     parser.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks per evaluation")
@@ -199,26 +277,40 @@ def main() -> None:
                         help="override a run config key for every run (YAML value), e.g. --set group_size=4")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    console = Console(stderr=args.json)
+    if args.merge:
+        data = merge(args.merge)
+        if args.plot:
+            plot(outcomes_of(data), Path(args.plot))
+        finish(data, console, args)
+        return
+    if args.jobs < 1 or args.seeds < 1:
+        parser.error("--jobs and --seeds must be >= 1")
     args.overrides = parse_sets(parser, args.set)
     envs = [e.strip() for e in args.envs.split(",") if e.strip()]
     unknown = [e for e in envs if e not in ENV_SECTIONS]
     if unknown:
         parser.error(f"unknown benchmark env(s) {unknown}; choose from {sorted(ENV_SECTIONS)}")
+    names = [n.strip() for n in args.estimators.split(",") if n.strip()]
+    for name in names:  # a typo fails here, before any run, not after an hour of others
+        if not (ROOT / "configs" / f"{name}.yaml").exists():
+            parser.error(f"no recipe configs/{name}.yaml for estimator {name!r}; choose from {list(ESTIMATORS)}")
     args.eval_every = min(args.eval_every, args.updates)
-    console = Console(stderr=args.json)
-    outcomes = []
-    with tempfile.TemporaryDirectory(prefix="agentgym-learning-") as tmp:
-        for env_id in envs:
-            for name in [n.strip() for n in args.estimators.split(",") if n.strip()]:
-                for seed in range(args.seeds):
-                    console.print(f"[bold]{env_id} {name}[/] seed {seed}: {args.updates} updates ...")
-                    o = run_one(env_id, name, seed, args, Path(tmp), console)
-                    outcomes.append(o)
-                    console.print(f"  held-out {[round(s, 2) for _, _, s in o.evals]}, final {o.final:.2f}, "
-                                  f"{o.wall_s:.0f} s ({o.stopped_by})")
+    plan = [(env_id, name, seed) for env_id in envs for name in names
+            for seed in range(args.first_seed, args.first_seed + args.seeds)]
+    if args.runs_dir:
+        Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
+        outcomes = run_all(plan, args, Path(args.runs_dir), console)
+    else:
+        with tempfile.TemporaryDirectory(prefix="agentgym-learning-") as tmp:
+            outcomes = run_all(plan, args, Path(tmp), console)
     data = as_json(outcomes, args)
     if args.plot:
         plot(outcomes, Path(args.plot))
+    finish(data, console, args)
+
+
+def finish(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(data))
         return
