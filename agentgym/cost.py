@@ -11,9 +11,13 @@ Wall time is split into three stages that add up to the episode's wall time:
 - ``env_s``: making the env, reset and every step (``env_s`` of the turns);
 - ``queue_s``: the rest: waiting for a concurrency slot, an idle env, the event loop, the store.
 
-``env_cpu_s`` and ``env_peak_mb`` come from the env's worker process (an env with a ``pid``: CPU seconds
-used between the episode's reset and its end, and the process's peak resident memory so far); they are None
-when the env runs inside the collector's process (nothing to attribute) or the worker is gone.
+``env_cpu_s`` and ``env_peak_mb`` come from the process the env runs in, through one hook, `env_usage`: CPU
+seconds used between the episode's reset and its end, and the process's peak resident memory so far. A local
+worker (`ProcessEnv`) reads its worker's /proc; an env served by an env server (a container of an env cluster, a
+Ray env worker, ``agentgym envs serve``) reports its session's worker process, read from /proc on the server's side
+and sent with every reply (docs/env-protocol.md, "Usage"). They are None when the env runs inside the collector's
+process or inside the env server's own process (nothing to attribute to it alone), when the server does not report
+usage (an older agentgym), or when the worker is gone.
 """
 
 from __future__ import annotations
@@ -71,10 +75,19 @@ def process_usage(pid: int | None) -> tuple[float, float] | None:
     return (int(fields[11]) + int(fields[12])) / _TICKS, peak_kb / 1024
 
 
-def env_pid(env: Any) -> int | None:
-    """The pid of the process an env runs in, when it runs in one of its own (a worker)."""
+def env_usage(env: Any) -> tuple[float, float] | None:
+    """(CPU seconds used so far, peak resident MB so far) of the process `env` runs in; None when unknown.
+
+    The hook of the cost measure: an env that runs elsewhere says what it used with a ``usage()`` method
+    returning that pair or None (`ProcessEnv`: its worker's /proc; `RemoteEnv`: what its server reported); an
+    env with an integer ``pid`` (a process of its own) is read from /proc; any other env runs in the caller's
+    process, whose usage is not the env's alone: None.
+    """
+    usage = getattr(env, "usage", None)
+    if callable(usage):
+        return usage()
     pid = getattr(env, "pid", None)
-    return pid if isinstance(pid, int) else None
+    return process_usage(pid) if isinstance(pid, int) else None
 
 
 def measure(episode: Any, *, ended: float, setup_s: float, env_starts: int,

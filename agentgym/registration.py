@@ -275,7 +275,7 @@ def turn_limit(env_id: str, env: Any | None = None) -> int | None:
 def _make_remote(url: str, kwargs: dict[str, Any]) -> Any:
     from agentgym.runtime.remote import RemoteEnv
 
-    allowed = {"call_timeout_s", "connect_timeout_s", "render_mode"}
+    allowed = {"call_timeout_s", "open_timeout_s", "connect_timeout_s", "render_mode"}
     if set(kwargs) - allowed:
         raise ConfigError(f"env server {url}: the env's own settings {sorted(set(kwargs) - allowed)} are fixed where "
                           "the server starts (agentgym envs serve ID --env-kwargs JSON); a client may set only "

@@ -59,7 +59,7 @@ def env_source(cfg: TrainConfig) -> Any:
     if cfg.env_endpoints:
         from agentgym.runtime.cluster import EnvPool
 
-        return EnvPool(list(cfg.env_endpoints))
+        return EnvPool(list(cfg.env_endpoints), call_timeout_s=cfg.turn_timeout_s)
     if cfg.env_cluster is not None:
         from agentgym.runtime.cluster import EnvCluster, EnvPool
 
@@ -67,7 +67,7 @@ def env_source(cfg: TrainConfig) -> Any:
                              max_sessions=cfg.env_cluster.max_sessions, mounts=list(cfg.env_cluster.mounts),
                              environment=dict(cfg.env_cluster.environment)).start()  # removed when the run's process exits
         cluster.watch()
-        return EnvPool(cluster)
+        return EnvPool(cluster, call_timeout_s=cfg.turn_timeout_s)  # a session's worker is killed past it
     return cfg.env
 
 

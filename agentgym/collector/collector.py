@@ -57,7 +57,7 @@ from agentgym.trajectory import Episode, EpisodeStatus, Failure, TurnDifference,
 
 log = logging.getLogger("agentgym.collector")
 _EXHAUSTED = object()
-_PROXY_GRACE_S = 10.0  #: backstop beyond a proxy env's own call limit
+_PROXY_GRACE_S = 10.0  #: backstop beyond a proxy env's own call limit (a remote env waits 5 s past it)
 
 
 @dataclass
@@ -301,7 +301,7 @@ class Collector:
         run.env_starts += not self._idle_envs
         env = await self._acquire_env()
         self._attach(run, env)
-        run.usage_start = cost.process_usage(cost.env_pid(env))
+        run.usage_start = cost.env_usage(env)
         ep = run.episode
         options = {"task_id": ep.task_id} if ep.task_id else None
         observation, info = check_reset(await self._env_call("env.reset", env, "reset", seed=ep.seed,
@@ -405,7 +405,7 @@ class Collector:
         ep = run.episode
         self.policy.release(run.id)
         ep.metadata["finish_round"] = self.round
-        usage_end = cost.process_usage(cost.env_pid(run.env)) if run.usage_start is not None else None
+        usage_end = cost.env_usage(run.env) if run.usage_start is not None else None
         ep.metadata["cost"] = cost.measure(ep, ended=time.time(), setup_s=run.setup_s, env_starts=run.env_starts,
                                            usage_start=run.usage_start, usage_end=usage_end).to_dict()
         if run.fmt is not None:
@@ -485,7 +485,8 @@ def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any],
                  config: CollectorConfig) -> tuple[str, Callable[[], Any], int | None]:
     """(stored env id, zero-argument env factory, the registered turn limit) for `env` under `config.env_runtime`."""
     if isinstance(env, str) and is_env_url(env):
-        return env, functools.partial(RemoteEnv, env, call_timeout_s=config.turn_timeout_s), None
+        return env, functools.partial(RemoteEnv, env, call_timeout_s=config.turn_timeout_s,
+                                      open_timeout_s=config.env_start_timeout_s), None
     if isinstance(env, str):
         from agentgym.registration import make, registry
         from agentgym.runtime.placement import isolated_factory

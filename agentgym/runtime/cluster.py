@@ -19,7 +19,12 @@ without capabilities, and limited in memory and processes.
 
 `EnvPool` is a zero-argument env factory for the collector: each env it makes
 is a `RemoteEnv` on the replica with the fewest open envs, below each
-replica's session limit. `EnvCluster.watch` replaces a replica whose
+replica's session limit. Give it the run's turn limit as `call_timeout_s`:
+the server ends a call past it as a local worker's is ended (the session's
+worker killed, its slot freed); opening a session has its own, longer limit
+(`open_timeout_s`), since it starts a worker process in the container.
+`EnvCluster.usage` reads each replica's whole cost (its cgroup's CPU seconds
+and peak memory) from its ``/health``. `EnvCluster.watch` replaces a replica whose
 container died; the episodes in flight on it end as infrastructure failures
 (their connections drop), the others go on, and new envs go to the new replica.
 """
@@ -218,6 +223,25 @@ class EnvCluster:
         self._watcher = threading.Thread(target=loop, name=f"agentgym-env-cluster {self.env_id}", daemon=True)
         self._watcher.start()
 
+    def usage(self) -> dict[str, dict[str, Any] | None]:
+        """Per replica (its container id): ``{"cpu_s", "peak_mb", "sessions"}`` of its whole container so far (its
+        cgroup, read by its server: the server, every session's worker, what the env started); None when its
+        server cannot be reached or its cgroup cannot be read."""
+        import httpx
+
+        out: dict[str, dict[str, Any] | None] = {}
+        for replica in list(self.members):
+            transport = httpx.HTTPTransport(uds=os.path.join(replica.directory, SOCKET))
+            try:
+                with httpx.Client(transport=transport, base_url="http://agentgym-env", timeout=5) as http:
+                    health = http.get("/health").json()
+            except (httpx.HTTPError, ValueError):
+                out[replica.container_id] = None
+                continue
+            cgroup = health.get("cgroup")
+            out[replica.container_id] = {**cgroup, "sessions": health.get("sessions")} if cgroup else None
+        return out
+
     def _running(self, replica: Replica) -> bool:
         import docker.errors
 
@@ -291,13 +315,15 @@ class EnvPool:
     """A zero-argument env factory over a cluster's replicas (or fixed endpoints); see the module docstring."""
 
     def __init__(self, source: EnvCluster | list[str], *, call_timeout_s: float | None = 60.0,
-                 env_id: str | None = None, resolve: Callable[[], list[str]] | None = None):
+                 open_timeout_s: float | None = 300.0, env_id: str | None = None,
+                 resolve: Callable[[], list[str]] | None = None):
         if isinstance(source, list) and not source:
             raise ConfigError("env_endpoints is empty; give at least one env server URL")
         self.source = source
         #: reads fixed endpoints again (servers restarted on new addresses, e.g. Ray env workers): see `refresh`
         self.resolve = resolve
-        self.call_timeout_s = call_timeout_s
+        #: limit on one env call (the run's turn_timeout_s), enforced by the server; and on opening a session
+        self.call_timeout_s, self.open_timeout_s = call_timeout_s, open_timeout_s
         self._open: dict[str, int] = {}
         self._peak: dict[str, int] = {}
         self._limits: dict[str, int] = {}
@@ -356,7 +382,7 @@ class EnvPool:
     def _probe(self, endpoint: str) -> None:
         """Learn a fixed endpoint's session limit from its handshake (opens no session); unreachable: unknown."""
         try:
-            env = RemoteEnv(endpoint, call_timeout_s=self.call_timeout_s)
+            env = RemoteEnv(endpoint, call_timeout_s=self.call_timeout_s, open_timeout_s=self.open_timeout_s)
         except Exception:
             return
         with contextlib.suppress(Exception):
@@ -398,7 +424,8 @@ class EnvPool:
         for _ in range(len(self.endpoints())):
             endpoint = self.claim()
             try:
-                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
+                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s,
+                                 open_timeout_s=self.open_timeout_s)
                 break
             except EnvInfraError as exc:
                 self.release(endpoint)
@@ -409,12 +436,13 @@ class EnvPool:
                 self.release(endpoint)
                 raise
         else:  # every replica refused: wait a while for the cluster to replace one, else claim() says so
-            deadline = time.monotonic() + (self.call_timeout_s or 60.0)
+            deadline = time.monotonic() + (self.open_timeout_s or 60.0)
             while not self.live_endpoints() and time.monotonic() < deadline:
                 time.sleep(0.2)
             endpoint = self.claim()
             try:
-                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s)
+                env = _PooledEnv(endpoint, self, call_timeout_s=self.call_timeout_s,
+                                 open_timeout_s=self.open_timeout_s)
             except BaseException:
                 self.release(endpoint)
                 raise

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.watch_stdin:
         threading.Thread(target=_exit_on_eof, name="stdin-watch", daemon=True).start()
     run = functools.partial(_serve_or_report, os.path.dirname(args.uds), serve, spec.id, factory, uds=args.uds,
-                            max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout)
+                            max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout, report_cgroup=True)
     if os.environ.get(PID1_GUARD) == "1":
         _serve_as_unkillable_init(run)
     else:

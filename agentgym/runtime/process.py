@@ -95,6 +95,12 @@ class ProcessEnv(ProxyEnv):
         """The worker's process id."""
         return self._proc.pid
 
+    def usage(self) -> tuple[float, float] | None:
+        """(CPU seconds, peak resident MB) of the worker so far, from /proc; None once it is gone (`agentgym.cost`)."""
+        from agentgym.cost import process_usage
+
+        return process_usage(self.pid) if self._proc.poll() is None else None
+
     @property
     def alive(self) -> bool:
         return self._proc.poll() is None

@@ -9,13 +9,28 @@ checks it and the protocol version when the session opens. Construction reads
 `reset` opens a session (one env instance on the server) and a WebSocket to
 it, over which every call then goes.
 
+Every env call carries `call_timeout_s` (the collector passes its
+``turn_timeout_s``): the server ends a call that passes it like a local
+worker's, killing the session's worker process, closing the session (its slot
+is free at once) and answering ``env_infra`` with kind ``env_timeout``. The
+client waits `CALL_GRACE_S` longer for that answer before it gives up itself
+(kind ``timeout``; an older server does not enforce the limit). Opening a
+session starts a worker process on the server, which can take long on a busy
+machine: it has its own limit, `open_timeout_s`, as does the handshake.
+
 Faults are typed: a refused connection, a dropped connection (server killed
-or restarted), a reply that does not come within `call_timeout_s`, a full
-server (``busy``) or a session closed on the server all raise `EnvInfraError`
-(kinds ``connection_refused``, ``connection_lost``, ``timeout``, ``busy``,
+or restarted), a reply that does not come in time, a full server (``busy``) or
+a session closed on the server all raise `EnvInfraError` (kinds
+``connection_refused``, ``connection_lost``, ``timeout``, ``busy``,
 ``session_lost``), so the collector ends only that episode, as an
 infrastructure failure. The next `reset` opens a new session. A protocol
 version or env id mismatch is a `ConfigError`, raised at construction.
+
+`usage()` is what this env's sessions used on the server so far (CPU seconds
+of their worker processes, their peak memory), from the ``usage`` the server
+sends with every reply: the collector's cost measure reads it as it reads a
+local worker's /proc (`agentgym.cost.env_usage`). None when the server does
+not report it (an env in the server's own process, or an older server).
 """
 
 from __future__ import annotations
@@ -32,6 +47,8 @@ from agentgym.runtime.protocol import PROTOCOL_VERSION, exception_from_error
 from agentgym.runtime.proxy import ProxyEnv
 
 URL_SCHEMES = ("http://", "https://", "http+unix://")
+#: how much longer than a call's limit the client waits for the server's answer (the server ends the call)
+CALL_GRACE_S = 5.0
 
 
 def is_env_url(env_id: str) -> bool:
@@ -57,14 +74,19 @@ def parse_env_url(url: str) -> tuple[str, str | None, str | None]:
 class RemoteEnv(ProxyEnv):
     """An `AgentEnv` on an env server; see the module docstring."""
 
-    def __init__(self, url: str, *, call_timeout_s: float | None = 60.0, connect_timeout_s: float = 10.0,
-                 render_mode: str | None = None):
+    def __init__(self, url: str, *, call_timeout_s: float | None = 60.0, open_timeout_s: float | None = 300.0,
+                 connect_timeout_s: float = 10.0, render_mode: str | None = None):
         self.call_timeout_s = call_timeout_s
+        self.open_timeout_s = open_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._ws: Any = None
         self._session: str | None = None
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._cpu_done = 0.0  #: CPU seconds of this env's earlier sessions
+        self._cpu_open: float | None = None  #: the current session's worker CPU seconds when it opened ...
+        self._cpu_now: float | None = None  #: ... and at its last reply
+        self._peak_mb = 0.0
         info = self._connect(url)
         super().__init__(info["env"], render_mode=render_mode)
 
@@ -75,11 +97,12 @@ class RemoteEnv(ProxyEnv):
         self._base, self._socket, self._env_id = parse_env_url(url)
         transport = httpx.HTTPTransport(uds=self._socket) if self._socket else None
         self._http = httpx.Client(base_url=self._base, transport=transport,
-                                  timeout=httpx.Timeout(self.call_timeout_s, connect=self._connect_timeout_s))
+                                  timeout=httpx.Timeout(self.open_timeout_s, connect=self._connect_timeout_s))
         info = self._handshake()
         self.env_id = info["env_id"]
         self.server_id = info["server_id"]
         self.max_sessions = int(info.get("max_sessions") or 0) or None
+        self.reports_usage = bool(info.get("reports_usage"))  # an older server: False
         return info
 
     def move_to(self, url: str) -> None:
@@ -104,7 +127,7 @@ class RemoteEnv(ProxyEnv):
                                 kind="connection_refused") from None
         except httpx.TimeoutException as exc:
             raise EnvInfraError(f"the env server at {self.url} did not answer {method} {path} within "
-                                f"{self.call_timeout_s} s (our timeout): {exc}", kind="timeout") from None
+                                f"{self.open_timeout_s} s (our timeout): {exc}", kind="timeout") from None
         except httpx.TransportError as exc:
             raise EnvInfraError(f"the connection to the env server at {self.url} broke during {method} {path}: "
                                 f"{exc}", kind="connection_lost") from None
@@ -131,6 +154,7 @@ class RemoteEnv(ProxyEnv):
         self._session = body["session_id"]
         if body.get("server_id") != self.server_id:
             self.server_id = body.get("server_id")  # the server restarted since the handshake: a new one answers
+        self._note_usage(body.get("usage"))  # the worker's start up to here is the session's, not an episode's
         self._ws = self._connect_ws(self._session)
 
     def _connect_ws(self, session: str) -> Any:
@@ -149,6 +173,9 @@ class RemoteEnv(ProxyEnv):
 
     def _drop_session(self, delete: bool) -> None:
         ws, session, self._ws, self._session = self._ws, self._session, None, None
+        if self._cpu_open is not None and self._cpu_now is not None:
+            self._cpu_done += max(0.0, self._cpu_now - self._cpu_open)
+        self._cpu_open = self._cpu_now = None
         if ws is not None:
             with contextlib.suppress(Exception):
                 ws.close()
@@ -164,35 +191,60 @@ class RemoteEnv(ProxyEnv):
                     raise EnvInfraError(f"no open session at {self.url} (it was lost or closed); call reset() to "
                                         "open a new one", kind="session_lost")
                 self._open_session()
-            reply = self._exchange({"id": next(self._ids), "method": method, "args": list(args), "kwargs": kwargs})
-        if "error" in reply:
-            error = exception_from_error(reply, self.url)
-            if isinstance(error, EnvInfraError) and error.kind == "session_lost":
-                self._drop_session(delete=False)
-            raise error
+            reply = self._exchange({"id": next(self._ids), "method": method, "args": list(args), "kwargs": kwargs,
+                                    "timeout_s": self.call_timeout_s})
+            self._note_usage(reply.get("usage"))
+            if "error" in reply:
+                error = exception_from_error(reply, self.url)
+                closed = isinstance(reply["error"], dict) and reply["error"].get("session_closed")
+                if closed or (isinstance(error, EnvInfraError) and error.kind == "session_lost"):
+                    self._drop_session(delete=False)  # the next reset opens a new session
+                raise error
         return reply["result"]
+
+    def _note_usage(self, usage: Any) -> None:
+        """Keep what the server reported the session's worker used (a reply's ``usage``)."""
+        if not isinstance(usage, dict) or not isinstance(usage.get("cpu_s"), int | float):
+            return
+        self._cpu_now = float(usage["cpu_s"])
+        if self._cpu_open is None:  # the session's first report (its opening's): counted from here
+            self._cpu_open = self._cpu_now
+        if isinstance(usage.get("peak_mb"), int | float):
+            self._peak_mb = max(self._peak_mb, float(usage["peak_mb"]))
+
+    def usage(self) -> tuple[float, float] | None:
+        """(CPU seconds, peak resident MB) this env's sessions used on the server so far (see the module
+        docstring); zero before the first session; None when the server does not report usage."""
+        if not self.reports_usage:
+            return None
+        now, opened = self._cpu_now, self._cpu_open  # no lock: the collector asks from its event loop
+        return self._cpu_done + (now - opened if now is not None and opened is not None else 0.0), self._peak_mb
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
         from websockets.exceptions import ConnectionClosed
 
+        wait = None if self.call_timeout_s is None else self.call_timeout_s + CALL_GRACE_S
         try:
             self._ws.send(json.dumps(message))
-            text = self._ws.recv(timeout=self.call_timeout_s)
+            text = self._ws.recv(timeout=wait)
         except TimeoutError:
             self._drop_session(delete=True)
             raise EnvInfraError(f"the env server at {self.url} did not answer {message['method']} within "
-                                f"{self.call_timeout_s} s (our timeout)", kind="timeout") from None
+                                f"{wait:g} s (our timeout)", kind="timeout") from None
         except (ConnectionClosed, OSError) as exc:
             self._drop_session(delete=False)
             raise EnvInfraError(f"the connection to the env server at {self.url} was lost during "
                                 f"{message['method']} (server stopped, restarted or crashed): {exc}",
                                 kind="connection_lost") from None
         try:
-            return json.loads(text)
+            reply = json.loads(text)
         except json.JSONDecodeError:
-            self._drop_session(delete=True)
-            raise EnvInfraError(f"the env server at {self.url} sent a reply that is not JSON: {text[:200]!r}",
-                                kind="bad_reply") from None
+            reply = None
+        if isinstance(reply, dict):
+            return reply
+        self._drop_session(delete=True)
+        raise EnvInfraError(f"the env server at {self.url} sent a reply that is not a JSON object: {text[:200]!r}",
+                            kind="bad_reply")
 
     def state(self) -> dict[str, Any]:
         """The server's view of this session's episode: task, steps, return, done flags, fingerprint, idle time.

@@ -10,7 +10,10 @@ system prompt, tool schemas, action format, task ids), ``POST /v1/sessions``
 ``POST /v1/sessions/{id}/call`` and the faster ``WS /v1/sessions/{id}/ws``
 (reset, step, snapshot, restore, solver_action, valid_actions; replies carry
 the state fingerprint), ``DELETE /v1/sessions/{id}``. Sessions idle for
-longer than ``idle_timeout_s`` are closed.
+longer than ``idle_timeout_s`` are closed. A call may carry ``timeout_s``
+(the client's turn limit; past it the session is closed and its worker
+killed), and every reply carries ``usage``, what the session's worker
+process used so far (null for an env in the server's own process).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from agentgym.cost import env_usage
 from agentgym.errors import MissingExtraError, require
+from agentgym.runtime.cgroup import cgroup_usage
 from agentgym.runtime.dispatch import METHODS as ENV_METHODS
 from agentgym.runtime.protocol import (
     HTTP_STATUS,
@@ -51,13 +56,17 @@ class EnvServer:
     """The state behind the app: what is served, its description, its sessions."""
 
     def __init__(self, env_id: str, factory: Callable[[], Any], *, max_sessions: int = 64,
-                 idle_timeout_s: float | None = 600.0, inline_fast_calls: bool = True):
+                 idle_timeout_s: float | None = 600.0, inline_fast_calls: bool = True, report_cgroup: bool = False):
         self.env_id = env_id
         self.server_id = uuid.uuid4().hex
         self.started = time.time()
+        #: whether /health carries the cgroup's totals (only where the cgroup is the server's own: a container)
+        self.report_cgroup = report_cgroup
         probe = factory()  # bad kwargs fail here, before the server listens
         try:
             self.description = jsonable(describe_env(probe))
+            #: whether sessions run in processes of their own, whose usage the replies carry
+            self.reports_usage = env_usage(probe) is not None
         finally:
             probe.close()
         self.sessions = SessionManager(factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
@@ -68,12 +77,16 @@ class EnvServer:
 
         return {"protocol": PROTOCOL_VERSION, "agentgym": __version__, "env_id": self.env_id,
                 "server_id": self.server_id, "max_sessions": self.sessions.max_sessions,
-                "idle_timeout_s": self.sessions.idle_timeout_s, "env": self.description}
+                "idle_timeout_s": self.sessions.idle_timeout_s, "reports_usage": self.reports_usage,
+                "env": self.description}
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "env_id": self.env_id, "server_id": self.server_id, "protocol": PROTOCOL_VERSION,
-                "sessions": len(self.sessions.sessions), "max_sessions": self.sessions.max_sessions,
-                "uptime_s": round(time.time() - self.started, 3)}
+        health = {"status": "ok", "env_id": self.env_id, "server_id": self.server_id, "protocol": PROTOCOL_VERSION,
+                  "sessions": len(self.sessions.sessions), "max_sessions": self.sessions.max_sessions,
+                  "sessions_dropped": self.sessions.dropped, "uptime_s": round(time.time() - self.started, 3)}
+        if self.report_cgroup:
+            health["cgroup"] = cgroup_usage()
+        return health
 
     def check_open(self, body: Any) -> dict[str, Any] | None:
         """The error of a session request that must be refused (protocol, env id, slots), else None."""
@@ -94,20 +107,27 @@ class EnvServer:
         return None
 
     async def run_call(self, session: Session, message: Any) -> tuple[int, dict[str, Any]]:
-        """(HTTP status, reply body) of one call message ``{"method", "args", "kwargs"}``."""
+        """(HTTP status, reply body) of one call message ``{"method", "args", "kwargs", "timeout_s"}``."""
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return 400, error_body(ErrorCode.BAD_REQUEST, 'a call is {"method": "step", "args": [...], "kwargs": {}}')
         method, args, kwargs = message["method"], message.get("args") or [], message.get("kwargs") or {}
+        timeout_s = message.get("timeout_s")
         if method not in METHODS:
             return 400, error_body(ErrorCode.UNKNOWN_METHOD, f"unknown method {method!r}; one of {', '.join(METHODS)}")
         if not isinstance(args, list) or not isinstance(kwargs, dict):
             return 400, error_body(ErrorCode.BAD_REQUEST, "args must be a list and kwargs an object")
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+                                      or timeout_s <= 0):
+            return 400, error_body(ErrorCode.BAD_REQUEST, f"timeout_s must be a number of seconds > 0 or null (no "
+                                   f"limit), got {timeout_s!r}")
         try:
-            result = await self.sessions.call(session, method, args, kwargs)
+            result = await self.sessions.call(session, method, args, kwargs, timeout_s)
         except Exception as exc:
             body = error_from_exception(exc)
-            return HTTP_STATUS[ErrorCode(body["error"]["code"])], body
-        return 200, {"result": jsonable(result)}
+            if not self.sessions.is_open(session):  # its call timed out or its worker died: the slot is free
+                body["error"]["session_closed"] = True
+            return HTTP_STATUS[ErrorCode(body["error"]["code"])], {**body, "usage": session.usage()}
+        return 200, {"result": jsonable(result), "usage": session.usage()}
 
 
 def create_app(server: EnvServer) -> Any:
@@ -156,7 +176,7 @@ def create_app(server: EnvServer) -> Any:
         except Exception as exc:
             error = error_from_exception(exc)
             return reply(HTTP_STATUS[ErrorCode(error["error"]["code"])], error)
-        return reply(201, {"session_id": session.id, "server_id": server.server_id})
+        return reply(201, {"session_id": session.id, "server_id": server.server_id, "usage": session.usage()})
 
     @app.post("/v1/sessions/{session_id}/call")
     async def call(session_id: str, request: Request) -> JSONResponse:
@@ -236,11 +256,11 @@ def _uvicorn_config(server: EnvServer, log_level: str = "warning", **where: Any)
 
 def serve(env_id: str, factory: Callable[[], Any], *, host: str = "127.0.0.1", port: int = 8000,
           uds: str | None = None, max_sessions: int = 64, idle_timeout_s: float | None = 600.0,
-          log_level: str = "warning", inline_fast_calls: bool = True) -> None:
+          log_level: str = "warning", inline_fast_calls: bool = True, report_cgroup: bool = False) -> None:
     """Serve `factory`'s env as `env_id` until interrupted (on a TCP port, or on the unix socket `uds`)."""
     uvicorn = require("uvicorn", extra="serve", what="agentgym envs serve")
     server = EnvServer(env_id, factory, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
-                       inline_fast_calls=inline_fast_calls)
+                       inline_fast_calls=inline_fast_calls, report_cgroup=report_cgroup)
     where: dict[str, Any] = {"uds": uds} if uds else {"host": host, "port": port}
     uvicorn.Server(_uvicorn_config(server, log_level, **where)).run()
 

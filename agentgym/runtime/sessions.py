@@ -12,12 +12,25 @@ than a grid step). The first call that takes longer sends that method back to
 a worker thread, so an env whose calls turn slow blocks the loop once, for
 that one call. Proxies (worker processes, remote envs) always use a thread:
 their calls wait on I/O.
+
+A call may carry a time limit (the client's turn limit). A call in a thread
+that passes it is abandoned: the session is closed at once (its slot freed)
+and its env closed, which kills a worker process stuck in the call; an env in
+the server's own process is closed when its call returns. The call raises
+`EnvInfraError` (kind ``env_timeout``). A session whose worker process died is
+closed too, so a dead env never holds a slot.
+
+Every session reports what its env's process used so far (`Session.usage`,
+sent with every reply): a worker process's CPU seconds and peak memory from
+/proc; None for an env in the server's own process, whose usage is not its
+own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -25,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.cost import env_usage
+from agentgym.errors import EnvInfraError
 from agentgym.runtime.dispatch import dispatch
 from agentgym.runtime.proxy import ProxyEnv
 
@@ -68,6 +83,11 @@ class Session:
             self.episode["return"] += result[1]
         elif method == "restore" and self.episode:
             self.episode.update(terminated=False, truncated=False, state_fingerprint=result[1], restored=True)
+
+    def usage(self) -> dict[str, float] | None:
+        """``{"cpu_s", "peak_mb"}`` used so far by the process the env runs in; None in the server's own process."""
+        used = env_usage(self.env)
+        return None if used is None else {"cpu_s": round(used[0], 3), "peak_mb": round(used[1], 1)}
 
     def runs_inline(self, method: str) -> bool:
         return self.inlinable and self.fast_calls.get(method, 0) >= INLINE_AFTER
@@ -115,6 +135,7 @@ class SessionManager:
         self.snapshots = SnapshotStore()
         self._opening = 0
         self.closed_idle = 0
+        self.dropped = 0  #: sessions closed because their call timed out or their worker died
 
     @property
     def full(self) -> bool:
@@ -132,8 +153,9 @@ class SessionManager:
         self.sessions[session.id] = session
         return session
 
-    async def call(self, session: Session, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        """Run one env method in `session` (snapshots go through the shared store)."""
+    async def call(self, session: Session, method: str, args: list[Any], kwargs: dict[str, Any],
+                   timeout_s: float | None = None) -> Any:
+        """Run one env method in `session` (snapshots go through the shared store) within `timeout_s`."""
         async with session.lock:
             session.last_used = time.monotonic()
             session.calls += 1
@@ -145,13 +167,43 @@ class SessionManager:
                 if session.runs_inline(method):
                     result = session.timed(method, tuple(args), kwargs)
                 else:
-                    result = await asyncio.to_thread(session.timed, method, tuple(args), kwargs)
+                    result = await self._in_thread(session, method, tuple(args), kwargs, timeout_s)
                 if method == "snapshot":
                     result = self.snapshots.put(result)
                 session.observe(method, result)
                 return result
+            except EnvInfraError:
+                if getattr(session.env, "alive", True) is False:  # its worker died or was killed: free the slot
+                    self._drop(session)
+                    await asyncio.to_thread(_close_quietly, session.env)
+                raise
             finally:
                 session.last_used = time.monotonic()
+
+    async def _in_thread(self, session: Session, method: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         timeout_s: float | None) -> Any:
+        """The call in a worker thread; past `timeout_s` the session is closed and the call abandoned."""
+        running = asyncio.ensure_future(asyncio.to_thread(session.timed, method, args, kwargs))
+        try:
+            return await asyncio.wait_for(asyncio.shield(running), timeout_s)
+        except TimeoutError:
+            pass
+        self._drop(session)
+        running.add_done_callback(_retrieved)
+        if isinstance(session.env, ProxyEnv):  # a worker process (or another server): closing it ends the call
+            await asyncio.to_thread(_close_quietly, session.env)
+            fate = "its worker was killed"
+        else:  # a thread cannot be stopped: the env is closed once its call returns
+            running.add_done_callback(lambda _: _close_in_thread(session.env))
+            fate = "its env is closed when the call returns"
+        raise EnvInfraError(f"the env did not answer {method} within {timeout_s:g} s (the client's limit); session "
+                            f"{session.id} was closed and {fate}", kind="env_timeout")
+
+    def _drop(self, session: Session) -> None:
+        """Forget `session` (its slot is free); the caller closes its env."""
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+            self.dropped += 1
 
     async def close(self, session_id: str) -> bool:
         session = self.sessions.pop(session_id, None)
@@ -160,6 +212,9 @@ class SessionManager:
         async with session.lock:
             await asyncio.to_thread(_close_quietly, session.env)
         return True
+
+    def is_open(self, session: Session) -> bool:
+        return self.sessions.get(session.id) is session
 
     async def close_all(self) -> None:
         for session_id in list(self.sessions):
@@ -180,3 +235,13 @@ class SessionManager:
 def _close_quietly(env: Any) -> None:
     with contextlib.suppress(Exception):
         env.close()
+
+
+def _close_in_thread(env: Any) -> None:
+    threading.Thread(target=_close_quietly, args=(env,), name="agentgym-close-abandoned", daemon=True).start()
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """Read an abandoned call's outcome, so that its error (the worker was killed) is not reported as unhandled."""
+    if not task.cancelled():
+        task.exception()

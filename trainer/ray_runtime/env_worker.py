@@ -62,11 +62,14 @@ def node_address() -> str:
         return "127.0.0.1"
 
 
-def env_pool(env_id: str, env_workers: list[Any]) -> Any:
-    """The collector's env factory over `env_workers` (their endpoints, through `EnvPool`); episodes name `env_id`."""
+def env_pool(env_id: str, env_workers: list[Any], call_timeout_s: float | None = 60.0) -> Any:
+    """The collector's env factory over `env_workers` (their endpoints, through `EnvPool`); episodes name `env_id`;
+    an env call past `call_timeout_s` (the run's turn limit) is ended by the env worker (its session's process
+    killed)."""
     from agentgym.runtime.cluster import EnvPool
 
-    return EnvPool(endpoints(env_workers), env_id=env_id, resolve=lambda: endpoints(env_workers))
+    return EnvPool(endpoints(env_workers), env_id=env_id, resolve=lambda: endpoints(env_workers),
+                   call_timeout_s=call_timeout_s)
 
 
 def endpoints(env_workers: list[Any], wait_s: float = RESTART_WAIT_S) -> list[str]:

@@ -71,7 +71,7 @@ class RolloutWorker:
         self.backend, _ = build_backend(cfg.model_copy(update={"seed": seed}), model, tokenizer)
         del model  # the backend holds its own replica
         prompts = prompt_tokenizer(tokenizer, cfg.chat_tools)
-        env: Any = env_pool(cfg.env, env_workers) if env_workers else cfg.env
+        env: Any = env_pool(cfg.env, env_workers, cfg.turn_timeout_s) if env_workers else cfg.env
         if cfg.env_endpoints or cfg.env_cluster is not None:  # env servers / containers instead of env workers
             env = env_source(cfg)  # (an env_cluster is started per rollout worker)
         sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
