@@ -148,9 +148,6 @@ def write_config(args: argparse.Namespace, work: Path, backend_url: str | None =
         cluster, env_kwargs = container_settings(work, args.replicas, args.max_sessions)
         config["env_cluster"] = cluster
         config["env_kwargs"].update(env_kwargs)
-        # a remote env's step is bounded by the collector's backstop (turn_timeout_s + 10 s) and the pool's call
-        # timeout (60 s), not by turn_timeout_s: a hang must outlast the backstop to be one
-        config["env_kwargs"]["hang_s"] = 4 * args.turn_timeout_s + 10
     if backend_url is not None:  # the served policy, through the fault proxy
         config.update(backend="openai", backend_url=f"{backend_url}/v1", backend_timeout_s=args.policy_timeout_s,
                       backend_retries=args.policy_retries, weight_sync=args.weight_sync)

@@ -115,7 +115,7 @@ def test_envs_check_passes_a_free_text_game(game):
 
 def test_ray_env_workers_are_env_servers_that_place_envs_like_the_collector(game):
     """The Ray runtime's env worker (its actor body, driven directly here) serves its env over the env protocol
-    and isolates a non-thread-safe env in a worker process per session."""
+    and isolates a non-thread-safe env in a worker process per session, whose usage it reports."""
     from agentgym.trainer.ray_runtime.env_worker import EnvWorker
 
     from agentgym.runtime import RemoteEnv
@@ -127,5 +127,6 @@ def test_ray_env_workers_are_env_servers_that_place_envs_like_the_collector(game
         assert observation and env.state_fingerprint() and worker.open_envs() == 1
         [session] = worker.server.env.sessions.sessions.values()
         assert isinstance(session.env, ProcessEnv) == isolated  # thread_safe Maze stays in the actor's threads
+        assert (env.usage() is not None) == isolated  # a session's worker reports its usage (the episode's cost)
         env.close()
         worker.stop()
