@@ -5,6 +5,14 @@ trajectory, the paper's definition), and A_S normalises the discounted step retu
 `G_t = sum_k gamma^(k-t) r_k - invalid_penalty * [turn invalid]` among the turns of the same group
 that were taken from the same environment state (the anchor cluster).
 
+The step part's divisor has a floor, `max(std, step_std_floor) + eps` (default 0.1 in reward units: one
+invalid-action penalty). This is this project's deviation from the paper (`step_std_floor=0` restores it):
+in the long episodes of an env with recurring states (KeyDoor-v0) an anchor cluster holds 30-110 turns of
+one state, nearly all with the same step return; one invalid turn among n then gets -sqrt(n - 1) (about
+-10) and every other turn of the cluster a small positive share: the loop the policy is stuck in is
+reinforced, its entropy collapses and success falls to 0 (docs/credit.md). With the floor a spread below
+one penalty keeps its own scale, and clusters whose returns differ by an outcome are normalised as before.
+
 The invalid-action penalty acts at the step level only (in `episode_stats="trajectory"`, the default).
 The reference code also subtracts it from the row scores of the episode part; mixing those row scores
 with per-trajectory statistics gave advantages of 20-30 in groups whose outcomes were all equal (the
@@ -15,6 +23,7 @@ row scores `S = R_i - invalid_penalty * [turn invalid]` with row statistics.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Literal
 
@@ -27,6 +36,7 @@ from agentgym.credit.registry import register_estimator
 from agentgym.credit.result import CreditResult
 from agentgym.credit.stats import EPS, Norm, discounted_cumsum, segment_stats
 
+STEP_STD_FLOOR = 0.1  #: reward units: one invalid-action penalty (see the module docstring)
 EpisodeStats = Literal["trajectory", "rows"]
 AnchorMode = Literal["exact", "similarity"]
 
@@ -107,7 +117,8 @@ def episode_advantage(batch: TurnBatch, score: np.ndarray, *, norm: Norm, episod
 def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: Norm = "std",
           episode_stats: EpisodeStats = "trajectory", singleton: Literal["zero", "raw"] = "zero",
           anchor: AnchorMode = "exact", similarity_threshold: float = 0.95, invalid_penalty: float = 0.1,
-          missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS) -> CreditResult:
+          missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS,
+          step_std_floor: float = STEP_STD_FLOOR) -> CreditResult:
     """GiGPO advantages.
 
     Inputs: outcomes R [E], turn rewards r [T], validity [T], fingerprints [T] (or observations in
@@ -116,6 +127,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     """
     _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
            missing_fingerprint, eps)
+    validate.number("gigpo", "step_std_floor", step_std_floor, low=0.0)
     penalty_rows = invalid_penalty * (~batch.valid)
     score = batch.outcome[batch.episode_of_turn] - penalty_rows
     a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
@@ -125,7 +137,9 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     else:
         clusters, n_clusters = batch.cached(f"gigpo.similarity.{similarity_threshold}",
                                             lambda: similarity_clusters(batch, similarity_threshold))
-    a_s = segment_stats(step_return, clusters, n_clusters).normalise(step_return, clusters, norm, eps)
+    stats = segment_stats(step_return, clusters, n_clusters)
+    floored = dataclasses.replace(stats, std=np.maximum(stats.std, step_std_floor))
+    a_s = floored.normalise(step_return, clusters, norm, eps)
     return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
                         returns=None, turn_rewards=None, step_group=clusters)
 

@@ -271,3 +271,29 @@ def test_oprl_step_std_floor_is_validated():
 
     with pytest.raises(CreditParamError, match="step_std_floor=-1.0 must be a finite number"):
         compute_credit("oprl", group, step_rewards=[[0.1], [0.0]], step_std_floor=-1.0)
+
+
+def test_gigpo_one_invalid_turn_in_a_large_same_state_cluster_is_not_blown_up():
+    """KeyDoor's collapse on numbers: 8 failed 24-turn episodes stuck in one state (one anchor cluster of 192
+    turns) with a single invalid turn. Normalised by the cluster's own tiny std the invalid turn got about
+    -sqrt(n - 1) and every other turn a positive share (the loop reinforced); with the floor its step part
+    is one penalty's size and the loop's turns get almost nothing."""
+    group = [Episode(group_id="g", total_reward=0.0,
+                     turns=[Turn(index=i, state_fingerprint="stuck") for i in range(24)]) for _ in range(8)]
+    group[3].turns[5].info["error_kind"] = "invalid_action"
+    paper = compute_credit("gigpo", group, step_std_floor=0.0)
+    assert paper.step_part.min() < -10  # -sqrt(191): larger than any outcome advantage of a group of 8
+    res = compute_credit("gigpo", group)
+    assert res.step_part.min() == pytest.approx(-1.0, abs=0.01)  # -penalty (1 - 1/n) / floor
+    others = np.delete(res.step_part, res.step_part.argmin())
+    assert np.abs(others).max() < 0.01
+    assert np.all(res.episode_part == 0)  # every outcome equal: no episode signal
+
+
+def test_gigpo_step_std_floor_keeps_outcome_spreads_normalised():
+    """Turns of one state whose step returns differ by an outcome (spread far above the floor) are normalised
+    exactly as in the paper."""
+    group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0, reward=r, state_fingerprint="s")])
+             for r in (1.0, 0.0, 0.0, 1.0)]
+    assert compute_credit("gigpo", group).step_part == pytest.approx(
+        compute_credit("gigpo", group, step_std_floor=0.0).step_part)
