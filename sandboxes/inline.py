@@ -20,7 +20,13 @@ that container instead of a container of its own:
 - a reset kills every process of the uid and wipes the workspace and what the
   uid left in /tmp and /dev/shm; closing a slot does the same from a helper
   that runs as the uid (`clean_slot`), so the server never needs CAP_KILL or
-  CAP_DAC_OVERRIDE.
+  CAP_DAC_OVERRIDE;
+- a slot is taken by one process of the container at a time: an env that is
+  not thread-safe runs each session in a worker process of its own, each with
+  its own copy of this module, so a process claims a slot under an exclusive
+  lock on ``ROOT`` (`flock`, shared by every process of the container) and
+  skips every slot whose uid still has a process (another process's agent or
+  its commands), until its own agent runs as that uid.
 
 The container supplies what a uid cannot: ``--network none`` and the memory
 and pid limits of the whole replica (docs/sandbox-security.md compares this
@@ -32,6 +38,7 @@ says the caller knows (tests of the backend itself on a development host).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import subprocess
@@ -144,11 +151,13 @@ class Slot:
 
 
 def _take_slot(root_workdir: str | None) -> Slot:
-    """A free slot: the one root slot (its workspace `root_workdir` plus /tmp), or the lowest free uid slot."""
+    """A free slot: the one root slot (its workspace `root_workdir` plus /tmp), or the lowest uid slot that neither
+    this process holds nor any process of the container uses (a live process of its uid: see `_busy_uids`)."""
     with _lock:
+        busy = set() if root_workdir else _busy_uids()
         wanted = [ROOT_SLOT] if root_workdir else range(SLOTS)
         for n in wanted:
-            if n not in _taken:
+            if n not in _taken and FIRST_UID + n not in busy:
                 _taken.add(n)
                 if root_workdir:
                     return Slot(n, 0, root_workdir, (root_workdir, "/tmp"))
@@ -159,6 +168,34 @@ def _take_slot(root_workdir: str | None) -> Slot:
                                  "server has max_sessions 1); start more replicas")
     raise BackendUnavailable(f"all {SLOTS} inline sandbox slots are in use; lower the pool sizes or raise "
                              "AGENTGYM_INLINE_SLOTS (the family container mounts one workspace per slot)")
+
+
+def _busy_uids() -> set[int]:
+    """The real uids of every process this one can see (a slot whose uid has a process is in use elsewhere)."""
+    uids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uids.add(int(next(line for line in f if line.startswith("Uid:")).split()[1]))
+        except (OSError, StopIteration, ValueError):
+            continue  # gone meanwhile
+    return uids
+
+
+@contextlib.contextmanager
+def _claiming(root: bool):
+    """Held while a uid slot is chosen and its agent started: an exclusive `flock` on ``ROOT``, so two processes of
+    one container (an env's worker processes) never take the same slot. The root slot needs none (one session)."""
+    if root:
+        yield
+        return
+    os.makedirs(ROOT, exist_ok=True)
+    fd = os.open(ROOT, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _give_back(slot: Slot) -> None:
@@ -282,14 +319,15 @@ def open_inline(image: str, *, limits: Limits, network: bool, workdir: str,
                                  "--network none); use backend='docker' with network=True")
     if root and privileges is not None and privileges.uid != 0:
         raise BackendUnavailable(f"inline sandboxes run as a slot uid or as root; privileges={privileges} is neither")
-    slot = _take_slot(workdir if root else None)
-    try:
-        _check_workspace(slot)
-        clean_slot(slot)  # whatever an earlier owner of the slot left behind
-        proc = _spawn(agent_command(_python(), slot.config(limits)), slot, limits, subprocess.PIPE)
-    except BaseException:
-        _give_back(slot)
-        raise
+    with _claiming(root):  # until the agent runs as the slot's uid, which marks the slot taken for every process
+        slot = _take_slot(workdir if root else None)
+        try:
+            _check_workspace(slot)
+            clean_slot(slot)  # whatever an earlier owner of the slot left behind
+            proc = _spawn(agent_command(_python(), slot.config(limits)), slot, limits, subprocess.PIPE)
+        except BaseException:
+            _give_back(slot)
+            raise
     sandbox = Sandbox(channel=Channel(popen_pipes(proc)), handle=InlineHandle(proc, slot), image=image,
                       backend="inline", limits=limits, workdir=slot.work, network=False)
     sandbox.start(START_TIMEOUT_S)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -104,3 +105,24 @@ def test_refuses_outside_a_container_and_network_requests(monkeypatch) -> None:
 def test_the_root_slot_needs_a_server_that_is_its_containers_pid_1(slots) -> None:
     with pytest.raises(BackendUnavailable, match="must be its container's pid 1"):  # never on a host: its
         sandboxes.open("none", backend="inline", privileges=Privileges.container_root())  # cleaner kills all but pid 1
+
+
+def test_two_processes_of_one_server_never_take_the_same_slot(slots) -> None:
+    """An env that is not thread-safe runs each session in a worker process with its own copy of the module: the
+    second process must skip the slot whose uid the first one's agent runs as, and leave that agent alive."""
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom agentgym import sandboxes\n"
+         f"sb = sandboxes.open('none', backend='inline', limits=sandboxes.Limits(memory_bytes={SMALL.memory_bytes}, "
+         f"disk_bytes={SMALL.disk_bytes}))\nprint(sb.workdir, flush=True)\nsys.stdin.read()\nsb.close()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "AGENTGYM_INLINE_ROOT": inline.ROOT, "AGENTGYM_INLINE_UNCONTAINED": "1"})
+    try:
+        theirs = other.stdout.readline().strip()
+        assert theirs == os.path.join(inline.ROOT, "0"), theirs
+        with sandboxes.open("none", backend="inline", limits=SMALL) as sb:
+            assert sb.workdir == os.path.join(inline.ROOT, "1")
+            assert sb.exec("id -u").stdout.strip() == str(inline.FIRST_UID + 1)
+        assert any(uid_processes(inline.FIRST_UID))  # the other process's agent was left alone
+    finally:
+        other.communicate("", timeout=30)
+    assert other.returncode == 0
