@@ -12,6 +12,9 @@ and appended (fsynced) to ``faults.jsonl`` before they act:
 
 - ``worker_kill``: the env worker SIGKILLs itself mid-episode (``--kill-rate`` per step);
 - ``step_hang``: an env step sleeps past the run's ``turn_timeout_s`` (``--hang-rate`` per step);
+- ``disk_fill``: an env step fills its sandbox's workspace until the filesystem refuses (``--disk-rate`` per step;
+  every env instance holds a real sandbox, bench/soak_workspace.py), so the step's own write fails: the episode
+  must end as a ``sandbox_disk_full`` infra failure and the next one on that worker must run normally;
 - ``trainer_kill``: the driver SIGKILLs the trainer twice, at seeded times, and resumes it with ``--resume``;
 - ``store_disconnect``: with a PostgreSQL ``--store``, the driver terminates the run's store connections
   (``pg_terminate_backend``) every ``--pg-every-s`` seconds;
@@ -83,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
     parser.add_argument("--kill-rate", type=float, default=0.012, help="worker SIGKILL chance per env step")
     parser.add_argument("--hang-rate", type=float, default=0.006, help="hang-past-timeout chance per env step")
+    parser.add_argument("--disk-rate", type=float, default=0.004, help="chance per env step that the step fills "
+                        "its sandbox's disk (about 4%% of 10-turn episodes)")
     parser.add_argument("--turn-timeout-s", type=float, default=3.0, help="the run's turn_timeout_s")
     parser.add_argument("--trainer-kills", type=int, default=2, help="SIGKILLs of the trainer (each resumed)")
     parser.add_argument("--store", default=None, help="store URL (default: SQLite in the run dir); "
@@ -136,7 +141,8 @@ def write_config(args: argparse.Namespace, work: Path, backend_url: str | None =
         "updates": SHORT_UPDATES if small else 100000, "time_limit_s": None if small else args.minutes * 60,
         "env_kwargs": {"difficulty": "open", "max_turns": 10, "fault_log": str(work / "faults.jsonl"),
                        "start_log": str(work / "starts.jsonl"), "plan_seed": args.seed,
-                       "kill_rate": args.kill_rate, "hang_rate": args.hang_rate, "hang_s": 4 * args.turn_timeout_s},
+                       "kill_rate": args.kill_rate, "hang_rate": args.hang_rate, "hang_s": 4 * args.turn_timeout_s,
+                       "disk_rate": args.disk_rate, "sandbox": True},
         "groups_per_batch": 2 if small else 4, "group_size": 4, "concurrency": 8 if small else 16,
         "sft_steps": 0, "eval_tasks": 0, "eval_every": 0, "checkpoint_every": 1, "keep_checkpoints": 2,
         "turn_timeout_s": args.turn_timeout_s, "drop_zero_variance": False, "stop_without_signal": None,

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from soak_workspace import DISK_FULL
 
 from agentgym.store import IN_FLIGHT_AT_END, IN_FLIGHT_AT_RESUME, normalise_url
 
 TOKEN = re.compile(r"\[soak (ep-[\w.]+-\d+)\]")  #: ep-PID-N, or ep-HOST.PID-N from an env container
 #: the infra failure kind each env fault must produce (from the ProcessEnv error text)
-EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout"}
+EXPECTED = {"worker_kill": "env_worker_died", "step_hang": "env_timeout", "disk_fill": "sandbox_disk_full"}
+DISK_FILL, DISK_FULL_KIND = "disk_fill", "sandbox_disk_full"
 #: infra failures of episodes in flight when the trainer was killed (ended on resume) or when the run ended
 TRAINER_STOPPED, RUN_ENDED = "trainer_stopped", "run_ended"
 #: the infra failure of an episode whose env server went (Ray: its env worker died; containers: its container was
@@ -47,6 +49,8 @@ def infra_kind(error: str | None) -> str:
         return RUN_ENDED
     if text.startswith("policy failed"):
         return POLICY_FAILED
+    if DISK_FULL in text:  # the soak env's step could not write into its sandbox's full workspace
+        return DISK_FULL_KIND
     if text.startswith("env.reset did not answer"):  # Ray: the reset waited for a restarting env worker
         return "env_reset_timeout"
     if "did not answer" in text:
@@ -124,6 +128,7 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
     if policy["outages_ended_episode"]:
         result["faults_hit_stored_episodes"]["policy_outage"] = policy["outages_ended_episode"]
     result["fault_mismatches"] += policy["mismatches"]
+    result.update(disk_fault_match(faults, by_token, starts))
     result.update(container_fault_match(faults, episodes, starts))
     result["unnamed_episodes"] -= result["container_faults"]["refused"]  # ended before their env reset: no token
     result.update(lost_and_in_flight(starts, faults, by_token, run["segments"], turn_timeout_s))
@@ -212,6 +217,37 @@ def policy_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, An
     report["absorbed_by_retry"] = dict(absorbed)
     mismatches = report.pop("mismatches")
     return {"policy_faults": {**report, "mismatches": len(mismatches), "mismatch_examples": mismatches[:5]}}
+
+
+def disk_fault_match(faults: list[dict[str, Any]], by_token: dict, starts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per ``disk_fill`` (the step filled its sandbox's workspace, bench/soak_workspace.py): its stored episode by
+    token, ``ended_episode`` (stored as ``sandbox_disk_full``), ``preempted`` (a trainer kill or the run's end came
+    first) or ``not_stored``; the match itself (mismatches, hits) is `fault_match`'s. No poisoning: every episode
+    started later on the same worker (host, pid) is stored (``later_on_worker``) and none of them failed of a full
+    disk without a fill of its own (``poisoned``, must be 0: each reset wipes the workspace); ``next_normal``
+    counts fills whose worker's next stored episode did not end as an infra failure at all."""
+    fills = [f for f in faults if f["kind"] == DISK_FILL]
+    filled = {f["token"] for f in fills}
+    ended = preempted = not_stored = next_normal = 0
+    later, poisoned = set(), []
+    for fill in fills:
+        kinds = [infra_kind(ep["error"]) if ep["failure"] == "infra" else None for ep in by_token.get(fill["token"], [])]
+        ended += DISK_FULL_KIND in kinds
+        preempted += bool(kinds) and DISK_FULL_KIND not in kinds and bool({TRAINER_STOPPED, RUN_ENDED} & set(kinds))
+        not_stored += not kinds
+        after = sorted((s for s in starts if (s.get("host"), s["pid"]) == (fill.get("host"), fill["pid"])
+                        and s["time"] > fill["time"] and s["token"] in by_token), key=lambda s: s["time"])
+        for i, start in enumerate(after):
+            for ep in by_token[start["token"]]:
+                later.add(ep["id"])
+                if i == 0 and ep["failure"] != "infra":
+                    next_normal += 1
+                if ep["failure"] == "infra" and infra_kind(ep["error"]) == DISK_FULL_KIND \
+                        and start["token"] not in filled:
+                    poisoned.append({"episode": ep["id"], "token": start["token"], "after_fill": fill["token"]})
+    return {"disk_faults": {"fills": len(fills), "ended_episode": ended, "preempted": preempted,
+                            "not_stored": not_stored, "later_on_worker": len(later), "next_normal": next_normal,
+                            "poisoned": len(poisoned), "poisoned_examples": poisoned[:5]}}
 
 
 def container_explainer(faults: list[dict[str, Any]], starts: list[dict[str, Any]]) -> Any:

@@ -78,6 +78,8 @@ def ray_config(args: argparse.Namespace, work: Path) -> Path:
     if args.short:  # two more updates than the local short soak: a restarted rollout worker has time to rejoin
         config["updates"] = SHORT_UPDATES + 2
     config["env_kwargs"]["hang_s"] = 2 * (args.turn_timeout_s + GRACE_S)
+    # no sandbox (so no disk_fill) on Ray yet: the env workers' sessions have not been soaked with one
+    config["env_kwargs"].update(sandbox=False, disk_rate=0.0)
     path.write_text(json.dumps(config, indent=1))
     return path
 

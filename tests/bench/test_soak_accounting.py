@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from soak_accounting import fault_match  # noqa: E402
+from soak_accounting import disk_fault_match, fault_match  # noqa: E402
 
 from agentgym.store import IN_FLIGHT_AT_END, IN_FLIGHT_AT_RESUME  # noqa: E402
 
@@ -58,3 +58,27 @@ def test_ray_actor_kills_explain_their_infra_kinds_and_preempt_env_faults():
     assert result["faults_hit_stored_episodes"] == {"actor_kill": 2, "trainer_kill": 1}
     assert explainer.at_trainer_kill == {"id-x"}
     assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-s", "id-y"]
+
+
+def test_a_disk_fill_ends_its_episode_and_a_later_full_disk_on_its_worker_is_poisoning():
+    full = ("env.step: sandbox disk full: sandbox local-7-ab (local) refused moves/03.txt in its workspace /work "
+            "(ENOSPC: No space left on device)")
+    faults = [{"kind": "disk_fill", "token": "a", "pid": 7, "host": None, "time": 10.0},
+              {"kind": "disk_fill", "token": "p", "pid": 8, "host": None, "time": 10.0},  # run ended first
+              {"kind": "disk_fill", "token": "q", "pid": 9, "host": None, "time": 10.0}]  # never stored
+    stored = [episode("a", full), episode("b", None, failure=None),  # a's worker's next episode ran normally
+              episode("c", full),  # a later episode on a's worker failed of a full disk with no fill of its own
+              episode("p", IN_FLIGHT_AT_END), episode("z", full)]
+    starts = [{"token": "a", "pid": 7, "time": 1.0}, {"token": "b", "pid": 7, "time": 11.0},
+              {"token": "c", "pid": 7, "time": 12.0}, {"token": "p", "pid": 8, "time": 2.0},
+              {"token": "q", "pid": 9, "time": 3.0}, {"token": "z", "pid": 6, "time": 4.0}]
+    by_token = {e["token"]: [e] for e in stored}
+    report = disk_fault_match(faults, by_token, starts)["disk_faults"]
+    assert {k: v for k, v in report.items() if k != "poisoned_examples"} == {
+        "fills": 3, "ended_episode": 1, "preempted": 1, "not_stored": 1, "later_on_worker": 2, "next_normal": 1,
+        "poisoned": 1}
+    assert report["poisoned_examples"][0]["episode"] == "id-c"
+    result = fault_match(faults, by_token, [e for e in stored if e["failure"] == "infra"],
+                         {s["token"]: s["time"] for s in starts})
+    assert result["faults_hit_stored_episodes"] == {"disk_fill": 1}
+    assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-c", "id-z"]  # no fill of their own
