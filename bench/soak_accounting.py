@@ -222,31 +222,38 @@ def policy_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, An
 def disk_fault_match(faults: list[dict[str, Any]], by_token: dict, starts: list[dict[str, Any]]) -> dict[str, Any]:
     """Per ``disk_fill`` (the step filled its sandbox's workspace, bench/soak_workspace.py): its stored episode by
     token, ``ended_episode`` (stored as ``sandbox_disk_full``), ``preempted`` (a trainer kill or the run's end came
-    first) or ``not_stored``; the match itself (mismatches, hits) is `fault_match`'s. No poisoning: every episode
-    started later on the same worker (host, pid) is stored (``later_on_worker``) and none of them failed of a full
-    disk without a fill of its own (``poisoned``, must be 0: each reset wipes the workspace); ``next_normal``
-    counts fills whose worker's next stored episode did not end as an infra failure at all."""
+    first) or ``not_stored``; the match itself (mismatches, hits) is `fault_match`'s.
+
+    No poisoning: the episodes started later on the fill's worker (host, pid: ``later_on_worker``) or in its
+    workspace's storage (an inline slot's tmpfs, which a later session's sandbox reuses: ``later_on_workspace``)
+    must not fail of a full disk without a fill of their own (``poisoned``, must be 0); ``next_normal`` counts fills
+    whose next such episode did not end as an infra failure at all. The collector closes an env after any infra
+    failure, so in process mode nothing runs on a filled worker or its sandbox again (both counts are 0 there)."""
     fills = [f for f in faults if f["kind"] == DISK_FILL]
     filled = {f["token"] for f in fills}
     ended = preempted = not_stored = next_normal = 0
-    later, poisoned = set(), []
+    on_worker, on_workspace, poisoned = set(), set(), []
     for fill in fills:
         kinds = [infra_kind(ep["error"]) if ep["failure"] == "infra" else None for ep in by_token.get(fill["token"], [])]
         ended += DISK_FULL_KIND in kinds
-        preempted += bool(kinds) and DISK_FULL_KIND not in kinds and bool({TRAINER_STOPPED, RUN_ENDED} & set(kinds))
+        preempted += DISK_FULL_KIND not in kinds and bool({TRAINER_STOPPED, RUN_ENDED} & set(kinds))
         not_stored += not kinds
-        after = sorted((s for s in starts if (s.get("host"), s["pid"]) == (fill.get("host"), fill["pid"])
-                        and s["time"] > fill["time"] and s["token"] in by_token), key=lambda s: s["time"])
-        for i, start in enumerate(after):
+        worker, place = (fill.get("host"), fill["pid"]), (fill.get("host"), fill.get("workspace"))
+        later = sorted((s for s in starts if s["time"] > fill["time"] and s["token"] in by_token
+                        and ((s.get("host"), s["pid"]) == worker
+                             or (place[1] is not None and (s.get("host"), s.get("workspace")) == place))),
+                       key=lambda s: s["time"])
+        for i, start in enumerate(later):
+            same_pid = (start.get("host"), start["pid"]) == worker
             for ep in by_token[start["token"]]:
-                later.add(ep["id"])
-                if i == 0 and ep["failure"] != "infra":
-                    next_normal += 1
+                (on_worker if same_pid else on_workspace).add(ep["id"])
+                next_normal += i == 0 and ep["failure"] != "infra"
                 if ep["failure"] == "infra" and infra_kind(ep["error"]) == DISK_FULL_KIND \
                         and start["token"] not in filled:
                     poisoned.append({"episode": ep["id"], "token": start["token"], "after_fill": fill["token"]})
     return {"disk_faults": {"fills": len(fills), "ended_episode": ended, "preempted": preempted,
-                            "not_stored": not_stored, "later_on_worker": len(later), "next_normal": next_normal,
+                            "not_stored": not_stored, "later_on_worker": len(on_worker),
+                            "later_on_workspace": len(on_workspace), "next_normal": next_normal,
                             "poisoned": len(poisoned), "poisoned_examples": poisoned[:5]}}
 
 

@@ -77,7 +77,8 @@ class SoakMaze(MazeEnv):
         where = f"{self.host}.{os.getpid()}" if self.host else str(os.getpid())
         self.token = f"ep-{where}-{next(self._serial)}"
         append_record(self.start_log, {"event": "start", "token": self.token, "pid": os.getpid(), "host": self.host,
-                                       "task_id": info["task_id"], "time": time.time()})
+                                       "task_id": info["task_id"], "time": time.time(),
+                                       "workspace": self.workspace.storage if self.workspace else None})
         return f"{observation} [soak {self.token}]", info
 
     def step(self, action: str):
@@ -103,7 +104,8 @@ class SoakMaze(MazeEnv):
 
     def _inject(self, kind: str, turn: int) -> None:
         append_record(self.fault_log, {"kind": kind, "token": self.token, "pid": os.getpid(), "host": self.host,
-                                       "turn": turn, "time": time.time()})
+                                       "turn": turn, "time": time.time(),
+                                       "workspace": self.workspace.storage if self.workspace else None})
 
 
 # served from containers by the `code` family image: its server runs sandboxes inline (bench/soak_workspace.py)

@@ -63,6 +63,14 @@ class Workspace:
         else:
             self.sandbox.reset()
 
+    @property
+    def storage(self) -> str | None:
+        """Where the workspace's files live, which a later sandbox may reuse: an inline slot's tmpfs (its workdir;
+        the start record adds the container), else this sandbox's own tmpfs (its id, never reused)."""
+        if self.sandbox is None:
+            return None
+        return self.sandbox.workdir if self.sandbox.backend == "inline" else self.sandbox.id
+
     def record(self, turn: int, action: str) -> None:
         """The step's work: the move into ``moves/NN.txt``; a full disk is the env's infra failure, named."""
         path = f"moves/{turn:02d}.txt"

@@ -64,21 +64,26 @@ def test_a_disk_fill_ends_its_episode_and_a_later_full_disk_on_its_worker_is_poi
     full = ("env.step: sandbox disk full: sandbox local-7-ab (local) refused moves/03.txt in its workspace /work "
             "(ENOSPC: No space left on device)")
     faults = [{"kind": "disk_fill", "token": "a", "pid": 7, "host": None, "time": 10.0},
+              {"kind": "disk_fill", "token": "i", "pid": 30, "host": "c1", "workspace": "/sandboxes/3", "time": 5.0},
               {"kind": "disk_fill", "token": "p", "pid": 8, "host": None, "time": 10.0},  # run ended first
               {"kind": "disk_fill", "token": "q", "pid": 9, "host": None, "time": 10.0}]  # never stored
     stored = [episode("a", full), episode("b", None, failure=None),  # a's worker's next episode ran normally
               episode("c", full),  # a later episode on a's worker failed of a full disk with no fill of its own
-              episode("p", IN_FLIGHT_AT_END), episode("z", full)]
+              episode("p", IN_FLIGHT_AT_END), episode("z", full),
+              episode("i", full), episode("j", None, failure=None)]  # j: a later session took i's inline slot
     starts = [{"token": "a", "pid": 7, "time": 1.0}, {"token": "b", "pid": 7, "time": 11.0},
               {"token": "c", "pid": 7, "time": 12.0}, {"token": "p", "pid": 8, "time": 2.0},
-              {"token": "q", "pid": 9, "time": 3.0}, {"token": "z", "pid": 6, "time": 4.0}]
+              {"token": "q", "pid": 9, "time": 3.0}, {"token": "z", "pid": 6, "time": 4.0},
+              {"token": "i", "pid": 30, "host": "c1", "workspace": "/sandboxes/3", "time": 4.0},
+              {"token": "j", "pid": 31, "host": "c1", "workspace": "/sandboxes/3", "time": 6.0},
+              {"token": "k", "pid": 32, "host": "c2", "workspace": "/sandboxes/3", "time": 6.0}]  # another container
     by_token = {e["token"]: [e] for e in stored}
     report = disk_fault_match(faults, by_token, starts)["disk_faults"]
     assert {k: v for k, v in report.items() if k != "poisoned_examples"} == {
-        "fills": 3, "ended_episode": 1, "preempted": 1, "not_stored": 1, "later_on_worker": 2, "next_normal": 1,
-        "poisoned": 1}
+        "fills": 4, "ended_episode": 2, "preempted": 1, "not_stored": 1, "later_on_worker": 2,
+        "later_on_workspace": 1, "next_normal": 2, "poisoned": 1}
     assert report["poisoned_examples"][0]["episode"] == "id-c"
     result = fault_match(faults, by_token, [e for e in stored if e["failure"] == "infra"],
                          {s["token"]: s["time"] for s in starts})
-    assert result["faults_hit_stored_episodes"] == {"disk_fill": 1}
+    assert result["faults_hit_stored_episodes"] == {"disk_fill": 2}
     assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-c", "id-z"]  # no fill of their own

@@ -1,5 +1,5 @@
 """The short soak (bench/soak.py --short): a real async training run with env workers SIGKILLed and hung
-mid-episode and the trainer SIGKILLed twice and resumed, then the accounting; once with the in-process policy
+mid-episode, sandbox disks filled, and the trainer SIGKILLed twice and resumed, then the accounting; once with the in-process policy
 and once with `agentgym serve` behind a proxy that answers 500s, drops connections and stalls. Counts only,
 never times.
 """
@@ -50,9 +50,26 @@ def assert_nothing_lost(result: dict[str, Any], trainer_kills: int = 2) -> None:
     assert "driver" in result["rss"] and all("slope_mb_per_min" in r for r in result["rss"].values())
 
 
+#: a disk_fill chance per step that fills several sandboxes in a short soak (the default, 0.4%, may fill none)
+DISK_RATE = "0.015"
+
+
+def assert_disk_fills_matched(result: dict[str, Any]) -> None:
+    """Every filled sandbox disk ended its episode as sandbox_disk_full (or a trainer kill or the run's end came
+    first), and no later episode on its worker or in its workspace failed of a full disk."""
+    disk = result["disk_faults"]
+    assert disk["fills"] == result["faults_injected"].get("disk_fill", 0) > 0, disk
+    assert disk["ended_episode"] == result["faults_hit_stored_episodes"].get("disk_fill", 0) \
+        == result["infra_failures"].get("sandbox_disk_full", 0) > 0, disk
+    assert disk["ended_episode"] + disk["preempted"] + disk["not_stored"] == disk["fills"], disk
+    assert disk["poisoned"] == 0, disk
+
+
 @pytest.mark.slow
 def test_short_soak_loses_nothing(tmp_path):
-    assert_nothing_lost(short_soak(tmp_path))
+    result = short_soak(tmp_path, "--disk-rate", DISK_RATE)
+    assert_nothing_lost(result)
+    assert_disk_fills_matched(result)
 
 
 @pytest.mark.slow
@@ -80,8 +97,10 @@ def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):
 def test_short_soak_with_env_containers_killed_loses_nothing(tmp_path):
     """The envs in env_cluster containers (bench/soak_containers.py), one killed every ~10 s; one trainer kill (the
     in-process soak above covers two) to keep it near two minutes."""
-    result = short_soak(tmp_path, "--envs", "containers", "--trainer-kills", "1", "--container-kill-every-s", "10")
+    result = short_soak(tmp_path, "--envs", "containers", "--trainer-kills", "1", "--container-kill-every-s", "10",
+                        "--disk-rate", DISK_RATE)
     assert_nothing_lost(result, trainer_kills=1)
+    assert_disk_fills_matched(result)  # the sandboxes are inline slots of the env containers here
     containers = result["container_faults"]
     assert containers["kills"] > 0 and containers["over_sessions"] == 0, containers
     # every kill's episodes ended as infra failures matched to it (mid-episode by token, or refused by directory)
