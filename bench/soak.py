@@ -128,6 +128,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--short runs {SHORT_UPDATES} updates: at most {SHORT_UPDATES - 2} --trainer-kills")
     if args.minutes <= 0 or args.trainer_kills < 0:
         parser.error("--minutes must be > 0 and --trainer-kills >= 0")
+    if not 0 <= args.kill_rate + args.hang_rate + args.disk_rate <= 1 or min(args.kill_rate, args.hang_rate,
+                                                                              args.disk_rate) < 0:
+        parser.error("--kill-rate, --hang-rate and --disk-rate are chances per step: each >= 0, their sum <= 1")
     if args.policy_retries < 1:
         parser.error("--policy-retries must be >= 1: the client's retry is what absorbs an isolated fault")
     return args

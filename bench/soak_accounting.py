@@ -221,8 +221,8 @@ def policy_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str, An
 
 def disk_fault_match(faults: list[dict[str, Any]], by_token: dict, starts: list[dict[str, Any]]) -> dict[str, Any]:
     """Per ``disk_fill`` (the step filled its sandbox's workspace, bench/soak_workspace.py): its stored episode by
-    token, ``ended_episode`` (stored as ``sandbox_disk_full``), ``preempted`` (a trainer kill or the run's end came
-    first) or ``not_stored``; the match itself (mismatches, hits) is `fault_match`'s.
+    token, ``ended_episode`` (stored as ``sandbox_disk_full``), ``preempted`` (a trainer kill, the run's end or an env
+    container kill came first) or ``not_stored``; the match itself (mismatches, hits) is `fault_match`'s.
 
     No poisoning: the episodes started later on the fill's worker (host, pid: ``later_on_worker``) or in its
     workspace's storage (an inline slot's tmpfs, which a later session's sandbox reuses: ``later_on_workspace``)
@@ -236,7 +236,7 @@ def disk_fault_match(faults: list[dict[str, Any]], by_token: dict, starts: list[
     for fill in fills:
         kinds = [infra_kind(ep["error"]) if ep["failure"] == "infra" else None for ep in by_token.get(fill["token"], [])]
         ended += DISK_FULL_KIND in kinds
-        preempted += DISK_FULL_KIND not in kinds and bool({TRAINER_STOPPED, RUN_ENDED} & set(kinds))
+        preempted += DISK_FULL_KIND not in kinds and bool({TRAINER_STOPPED, RUN_ENDED, CONNECTION_LOST_KIND} & set(kinds))
         not_stored += not kinds
         worker, place = (fill.get("host"), fill["pid"]), (fill.get("host"), fill.get("workspace"))
         later = sorted((s for s in starts if s["time"] > fill["time"] and s["token"] in by_token

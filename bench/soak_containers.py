@@ -1,7 +1,8 @@
 """The soak with its envs served from containers (``bench/soak.py --envs containers``): the run's config, the
 fault injector that ``docker kill``s an env container mid-episode, and the check that no container is left.
 
-The run's ``env_cluster`` starts ``--replicas`` containers of the generic ``agentgym/env`` image serving
+The run's ``env_cluster`` starts ``--replicas`` containers of the ``code`` family image (the generic ``agentgym/env``
+image plus inline sandboxes: the env's disk fills happen in them, bench/soak_workspace.py) serving
 ``soak_env:SoakMaze-v0``. The soak env's code is not in the image, and each container's socket directory is deleted
 with it, so two host directories are bound into every replica at their own paths (``env_cluster.mounts``): bench/
 (on the server's ``PYTHONPATH``, read only by convention) and the workdir's ``envlog/``, where the env appends its
