@@ -208,9 +208,11 @@ class EnvCluster:
         for replica in dead:
             fresh = self._start_replica()
             with self._lock:
-                self.members = [fresh if r is replica else r for r in self.members]
-            self._remove(replica)
-            self.replaced += 1
+                stopped = self._stop.is_set()  # stop() ran while it started: it removed the members, not this one
+                if not stopped:
+                    self.members = [fresh if r is replica else r for r in self.members]
+            self._remove(fresh if stopped else replica)
+            self.replaced += not stopped
         return len(dead)
 
     def watch(self, interval_s: float = 1.0) -> None:

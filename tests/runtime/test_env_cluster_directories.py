@@ -7,7 +7,7 @@ import os
 
 from agentgym.sandboxes import reaper
 
-from agentgym.runtime.cluster import DIR_PREFIX, remove_stale_directories
+from agentgym.runtime.cluster import DIR_PREFIX, EnvCluster, Replica, remove_stale_directories
 
 
 def test_directories_of_gone_owners_are_removed_and_a_live_owners_kept(tmp_path):
@@ -21,3 +21,22 @@ def test_directories_of_gone_owners_are_removed_and_a_live_owners_kept(tmp_path)
     removed = remove_stale_directories(str(tmp_path))
     assert sorted(os.path.basename(p) for p in removed) == sorted([recycled, gone])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([me, other])
+
+
+def test_a_replica_started_while_the_cluster_stops_is_removed_too(monkeypatch):
+    """The watcher replaces a dead replica while the trainer stops the cluster: the fresh one is in no member list
+    that stop() saw, so check() removes it (its socket directory stayed behind: the container soak's leak)."""
+    cluster = EnvCluster("Maze-v0")
+    dead, fresh = Replica("dead", "/d1", "e1"), Replica("fresh", "/d2", "e2")
+    cluster.members = [dead]
+    removed = []
+
+    def start_while_stopping() -> Replica:
+        cluster.stop()
+        return fresh
+
+    monkeypatch.setattr(cluster, "_running", lambda replica: False)
+    monkeypatch.setattr(cluster, "_start_replica", start_while_stopping)
+    monkeypatch.setattr(cluster, "_remove", lambda replica: removed.append(replica.container_id))
+    cluster.check()
+    assert removed == ["dead", "fresh"] and cluster.members == [] and cluster.replaced == 0
