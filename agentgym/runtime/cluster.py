@@ -131,6 +131,8 @@ class EnvCluster:
         return self
 
     def _start_replica(self) -> Replica:
+        """Start one replica and wait until it is healthy; on any failure (or a stop meanwhile) nothing of it is
+        left: neither its container nor its socket directory."""
         from agentgym.sandboxes import reaper
         from agentgym.sandboxes.docker import client
 
@@ -138,27 +140,34 @@ class EnvCluster:
         profile = container_profile(docker_client, self.image)  # the default, or one running sandboxes inline
         directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-{reaper.process_start(os.getpid())}-",
                                      dir=socket_root())
-        os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
-        max_sessions = min(self.max_sessions, profile.max_sessions or self.max_sessions)
-        command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(max_sessions),
-                   "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
-        binds = {directory: {"bind": "/run/agentgym", "mode": "rw"}, **{m: {"bind": m, "mode": "rw"} for m in self.mounts}}
-        host_config = docker_client.api.create_host_config(**profile.host_config(dict(
-            network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
-            binds=binds, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)))
-        labels = {**reaper.owner_labels(), reaper.LABEL: "env-server", LABEL_ENV: self.env_id}
-        # stdin_open without detach also sets StdinOnce: when our attach socket closes, the server's stdin ends
-        container = docker_client.api.create_container(self.image, command=command, stdin_open=True, labels=labels,
-                                                       host_config=host_config,
-                                                       environment={**profile.environment, **self.environment})
-        cid = container["Id"]
-        reaper.remember(cid)
-        attach = docker_client.api.attach_socket(cid, params={"stdin": 1, "stream": 1})
-        docker_client.api.start(cid)
-        endpoint = f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/{self.served_id}"
-        replica = Replica(cid, directory, endpoint, attach, max_sessions=max_sessions)
-        self._wait_healthy(replica)
+        replica = Replica("", directory, "")
+        try:
+            os.chmod(directory, profile.directory_mode)  # the default server runs as the image's non-root user
+            max_sessions = min(self.max_sessions, profile.max_sessions or self.max_sessions)
+            command = [self.env_id, "--uds", f"/run/agentgym/{SOCKET}", "--max-sessions", str(max_sessions),
+                       "--env-kwargs", json.dumps(self.env_kwargs), "--watch-stdin"]
+            binds = {directory: {"bind": "/run/agentgym", "mode": "rw"},
+                     **{m: {"bind": m, "mode": "rw"} for m in self.mounts}}
+            host_config = docker_client.api.create_host_config(**profile.host_config(dict(
+                network_mode="none", auto_remove=True, read_only=True, tmpfs={"/tmp": "size=1g,mode=1777"},
+                binds=binds, cap_drop=["ALL"],
+                security_opt=["no-new-privileges"], mem_limit=self.mem_limit, pids_limit=self.pids_limit)))
+            labels = {**reaper.owner_labels(), reaper.LABEL: "env-server", LABEL_ENV: self.env_id}
+            # stdin_open without detach also sets StdinOnce: when our attach socket closes, the server's stdin ends
+            container = docker_client.api.create_container(self.image, command=command, stdin_open=True,
+                                                           labels=labels, host_config=host_config,
+                                                           environment={**profile.environment, **self.environment})
+            replica.container_id = container["Id"]
+            reaper.remember(replica.container_id)
+            replica.attach = docker_client.api.attach_socket(replica.container_id, params={"stdin": 1, "stream": 1})
+            docker_client.api.start(replica.container_id)
+            replica.endpoint = (f"http+unix://{urllib.parse.quote(os.path.join(directory, SOCKET), safe='')}/"
+                                f"{self.served_id}")
+            replica.max_sessions = max_sessions
+            self._wait_healthy(replica)
+        except BaseException:
+            self._remove(replica)
+            raise
         return replica
 
     def _wait_healthy(self, replica: Replica) -> None:
@@ -168,6 +177,9 @@ class EnvCluster:
         deadline = time.monotonic() + self.start_timeout_s
         with httpx.Client(transport=transport, base_url="http://agentgym-env", timeout=5) as http:
             while time.monotonic() < deadline:
+                if self._stop.is_set():  # the cluster stops: the caller removes this replica
+                    raise EnvInfraError(f"env cluster for {self.env_id} stopped while a replica started",
+                                        kind="container_stopped")
                 if not self._running(replica):
                     raise EnvInfraError(f"env container {replica.container_id[:12]} for {self.env_id} ({self.image}) "
                                         f"exited while starting: {self._why_exited(replica)}", kind="container_died")
@@ -176,18 +188,21 @@ class EnvCluster:
                         return
                 time.sleep(0.2)
         logs = self._logs(replica)
-        self._remove(replica)
         raise EnvInfraError(f"env container for {self.env_id} ({self.image}) was not healthy within "
                             f"{self.start_timeout_s:g} s; its last log lines: {logs[-1500:] or '(none)'}",
                             kind="container_timeout")
 
     def stop(self) -> None:
-        """Stop and remove every replica; idempotent."""
+        """Stop and remove every replica; idempotent. Waits for the watcher, so a replacement it was starting is
+        removed too (a process exiting would otherwise kill the daemon thread with its socket directory made)."""
         self._stop.set()
         with self._lock:
             members, self.members = self.members, []
         for replica in members:
             self._remove(replica)
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=30)
 
     def __enter__(self) -> EnvCluster:
         return self.start() if not self.members else self
@@ -275,9 +290,10 @@ class EnvCluster:
         from agentgym.sandboxes import reaper
         from agentgym.sandboxes.docker import client
 
-        with contextlib.suppress(docker.errors.APIError):
-            client().api.remove_container(replica.container_id, force=True)
-        reaper.forget(replica.container_id)
+        if replica.container_id:  # empty: the replica failed before its container was created
+            with contextlib.suppress(docker.errors.APIError):
+                client().api.remove_container(replica.container_id, force=True)
+            reaper.forget(replica.container_id)
         if replica.attach is not None:
             with contextlib.suppress(Exception):
                 replica.attach.close()

@@ -25,3 +25,17 @@ class StuckEnv(AgentEnv):
                 pass
         done = action == "done"
         return "ok", float(done), done, False, {}
+
+
+def hang_first_policy():
+    """Scripted (labelled): the first episode's step hangs its env, every other episode ends at once. Returns the
+    policy and the list it appends the hung env's URL to."""
+    hung: list[str] = []
+
+    def policy(messages, env):
+        if not hung:
+            hung.append(env.url)
+            return "hang"
+        return "done"
+
+    return policy, hung

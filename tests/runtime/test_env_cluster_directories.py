@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from agentgym.sandboxes import reaper
 
+from agentgym.errors import EnvInfraError
 from agentgym.runtime.cluster import DIR_PREFIX, EnvCluster, Replica, remove_stale_directories
 
 
@@ -40,3 +42,12 @@ def test_a_replica_started_while_the_cluster_stops_is_removed_too(monkeypatch):
     monkeypatch.setattr(cluster, "_remove", lambda replica: removed.append(replica.container_id))
     cluster.check()
     assert removed == ["dead", "fresh"] and cluster.members == [] and cluster.replaced == 0
+
+
+def test_a_replica_still_starting_when_the_cluster_stops_gives_up_at_once(tmp_path):
+    """A replacement the watcher is starting when the trainer exits stops waiting for its health (its caller
+    removes it), instead of waiting out the start timeout in a daemon thread that the exit kills mid-way."""
+    cluster = EnvCluster("Maze-v0")
+    cluster.stop()
+    with pytest.raises(EnvInfraError, match="stopped while a replica started"):
+        cluster._wait_healthy(Replica("c1", str(tmp_path), "e1"))

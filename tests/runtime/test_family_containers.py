@@ -57,8 +57,19 @@ def test_each_family_from_its_image_passes_envs_check(env_id, env_kwargs, family
 
 
 def test_a_server_that_cannot_start_says_why_though_its_container_is_gone():
+    """...and leaves no socket directory behind (a failed start used to leave its directory in the temp dir)."""
+    import glob
+    import os
+
+    from agentgym.runtime.cluster import DIR_PREFIX, socket_root
+
+    def mine() -> set[str]:
+        return set(glob.glob(os.path.join(socket_root(), f"{DIR_PREFIX}{os.getpid()}-*")))
+
+    before = mine()
     with pytest.raises(EnvInfraError, match=r"exited while starting: ConfigError: cannot make 'Maze-v0'.*no_such"):
         EnvCluster("Maze-v0", env_kwargs={"no_such": 1}, start_timeout_s=120).start()
+    assert mine() <= before
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from agentgym.runtime.placement import process_factory
 from agentgym.runtime.server import EnvServer, ServerThread
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import EpisodeStatus, Failure
-from tests.runtime.stuck_env import StuckEnv
+from tests.runtime.stuck_env import StuckEnv, hang_first_policy
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -89,14 +89,7 @@ def test_an_env_in_the_servers_own_process_reports_no_usage():
 
 
 async def test_a_remote_step_past_the_turn_limit_is_ended_by_the_server_and_frees_its_slot(stuck_server):
-    hung: list[str] = []
-
-    def policy(messages, env):
-        """Scripted (labelled): the first episode hangs its env's step, the others finish."""
-        if not hung:
-            hung.append(env.url)
-            return "hang"
-        return "done"
+    policy, hung = hang_first_policy()  # scripted (labelled)
 
     sessions = stuck_server.env.sessions
     collector = Collector(stuck_server.url, policy, turn_timeout_s=2, concurrency=3, progress=False)

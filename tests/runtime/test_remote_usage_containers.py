@@ -18,6 +18,7 @@ from agentgym.collector import Collector, Task
 from agentgym.runtime.cluster import EnvCluster, EnvPool
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import EpisodeStatus, Failure
+from tests.runtime.stuck_env import hang_first_policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,14 +56,7 @@ async def test_a_container_episodes_stored_cost_has_env_cpu_and_memory(stuck_clu
 async def test_a_step_hanging_in_the_container_ends_at_the_turn_limit_and_frees_its_session(stuck_cluster):
     import httpx
 
-    hung: list[str] = []
-
-    def policy(messages, env):
-        """Scripted (labelled): the first episode hangs its env's step, the others finish."""
-        if not hung:
-            hung.append(env.url)
-            return "hang"
-        return "done"
+    policy, _ = hang_first_policy()  # scripted (labelled)
 
     collector = Collector(EnvPool(stuck_cluster, call_timeout_s=2), policy, turn_timeout_s=2, concurrency=3,
                           progress=False)
