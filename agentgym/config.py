@@ -281,6 +281,9 @@ class TrainConfig(BaseModel):
     """Number of solver demonstrations."""
     sft_lr: float = Field(3e-3, gt=0)
     """Learning rate of the warm start."""
+    sft_batch_episodes: int | None = Field(None, ge=1)
+    """Demonstrations per SFT step, drawn epoch by epoch from a fresh permutation (None: every demonstration in
+    every step). A step costs what its demonstrations' tokens cost, so many demonstrations want a batch."""
 
     # ---- outputs ---------------------------------------------------------------------------
     checkpoint_every: int = Field(10, ge=0)

@@ -2,6 +2,7 @@
 
     python bench/warm_start.py configs/keydoor.yaml                          # the recipe's own sft_steps
     python bench/warm_start.py configs/keydoor.yaml --stages 60,90 --set sft_episodes=128
+    python bench/warm_start.py configs/keydoor.yaml --set sft_episodes=256 --set sft_batch_episodes=32
     python bench/warm_start.py configs/quickstart.yaml --tasks 32 --json
 
 Builds the recipe's model, collects its solver demonstrations (with the run's context window) and runs
@@ -77,7 +78,8 @@ def probe(cfg, stages: list[int], n_tasks: int) -> list[dict[str, object]]:
     for i, n in enumerate(stages):
         started = time.perf_counter()
         stats = sft(side.model, demos, steps=n, lr=cfg.sft_lr, seed=cfg.seed + i, packed=side.packed,
-                    pad_id=side.tokenizer.pad_token_id or 0, micro_batch_tokens=cfg.micro_batch_tokens)
+                    pad_id=side.tokenizer.pad_token_id or 0, micro_batch_tokens=cfg.micro_batch_tokens,
+                    batch_episodes=cfg.sft_batch_episodes)
         steps += n
         backend.model.load_state_dict(side.model.state_dict())
         rows.append({"sft_steps": steps, "demonstrations": len(demos), "nll": round(stats.last_loss, 4),

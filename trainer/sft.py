@@ -66,8 +66,11 @@ class SFTStats:
 
 
 def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
-        pad_id: int = 0, micro_batch_tokens: int = 8192, strategy: Strategy | None = None) -> SFTStats:
-    """`steps` full-batch AdamW steps of mean negative log-likelihood on the demonstrations' action tokens.
+        pad_id: int = 0, micro_batch_tokens: int = 8192, strategy: Strategy | None = None,
+        batch_episodes: int | None = None) -> SFTStats:
+    """`steps` AdamW steps of mean negative log-likelihood on the demonstrations' action tokens: full-batch, or
+    with `batch_episodes` that many demonstrations per step, taken in turn from a fresh seeded permutation each
+    epoch (every demonstration once per epoch; the same on every rank).
 
     Each step accumulates the gradient over micro-batches of at most `micro_batch_tokens` tokens (the same
     gradient as one batch, without materialising one attention mask over every demonstration's tokens).
@@ -81,14 +84,21 @@ def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, see
     group = strategy.group
     rng = random.Random(seed)
     samples = [episode_to_sample(e, [1.0] * e.num_turns) for e in demonstrations]
-    trained = sum(s.num_action_tokens for s in samples)
+    full = batch_episodes is None or batch_episodes >= len(samples)
     device = group.device if group.distributed else next(model.parameters()).device
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=lr)
     model.train()
-    losses = []
+    losses, queue = [], []
     for _ in range(steps):
-        rng.shuffle(samples)
-        batches = _rank_micro_batches(samples, group, micro_batch_tokens, packed=packed, pad_id=pad_id, device=device)
+        if full:
+            rng.shuffle(samples)
+            step = samples
+        else:
+            if len(queue) < batch_episodes:  # a new epoch: what is left of the last one, then a fresh permutation
+                queue += rng.sample(samples, len(samples))
+            step, queue = queue[:batch_episodes], queue[batch_episodes:]
+        trained = sum(s.num_action_tokens for s in step)
+        batches = _rank_micro_batches(step, group, micro_batch_tokens, packed=packed, pad_id=pad_id, device=device)
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
         for i, batch in enumerate(batches):
@@ -115,7 +125,7 @@ def _rank_micro_batches(samples: list[Any], group: RankGroup, micro_batch_tokens
 
 
 def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int,
-                    micro_batch_tokens: int = 8192) -> SFTStats:
+                    micro_batch_tokens: int = 8192, batch_episodes: int | None = None) -> SFTStats:
     """SFT of a run's policy (`PolicySide`) on every rank; the KL reference becomes the warm-started policy.
 
     The leader tells the followers to join with the same demonstrations (they run this on its command).
@@ -123,9 +133,10 @@ def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: fl
     strategy = p.updater.strategy
     if strategy.group.is_leader:
         strategy.group.lead("sft", {"demonstrations": demonstrations, "steps": steps, "lr": lr, "seed": seed,
-                                    "micro_batch_tokens": micro_batch_tokens})
+                                    "micro_batch_tokens": micro_batch_tokens, "batch_episodes": batch_episodes})
     stats = sft(p.model, demonstrations, steps=steps, lr=lr, seed=seed, packed=p.packed,
-                pad_id=p.tokenizer.pad_token_id or 0, micro_batch_tokens=micro_batch_tokens, strategy=strategy)
+                pad_id=p.tokenizer.pad_token_id or 0, micro_batch_tokens=micro_batch_tokens, strategy=strategy,
+                batch_episodes=batch_episodes)
     if p.updater.reference is not None:  # same layout as the policy (sharded alike under fsdp2)
         p.updater.reference.load_state_dict(p.model.state_dict())
     return stats
@@ -133,7 +144,7 @@ def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: fl
 
 def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *, steps: int, lr: float,
                max_turns: int | None, seed: int, context: dict[str, Any] | None = None,
-               micro_batch_tokens: int = 8192) -> SFTStats:
+               micro_batch_tokens: int = 8192, batch_episodes: int | None = None) -> SFTStats:
     """Collect solver demonstrations of `tasks` (rendered with `p.prompt_tokenizer`) and run SFT on `p`'s policy.
 
     The solver plays with the env's own turn limit; demonstrations longer than `max_turns` (the run's
@@ -147,7 +158,8 @@ def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str]
     if demos and not fitting:
         raise ValueError(f"every solver demonstration takes more than max_turns={max_turns} turns (shortest "
                          f"{min(e.num_turns for e in demos)}); raise max_turns or leave it null for the env's limit")
-    stats = sft_policy_side(p, fitting, steps=steps, lr=lr, seed=seed, micro_batch_tokens=micro_batch_tokens)
+    stats = sft_policy_side(p, fitting, steps=steps, lr=lr, seed=seed, micro_batch_tokens=micro_batch_tokens,
+                            batch_episodes=batch_episodes)
     stats.too_long, stats.longest = len(demos) - len(fitting), longest
     return stats
 
@@ -163,7 +175,7 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
         return
     sft = warm_start(p, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes], steps=cfg.sft_steps,
                      lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, context=context_settings(cfg),
-                     micro_batch_tokens=cfg.micro_batch_tokens)
+                     micro_batch_tokens=cfg.micro_batch_tokens, batch_episodes=cfg.sft_batch_episodes)
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
     save_sft_policy(cfg.run_dir, p.model, p.tokenizer, p.updater.strategy)

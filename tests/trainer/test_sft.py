@@ -49,3 +49,31 @@ def test_micro_batched_steps_match_one_batch(tiny):
     assert a.first_loss == pytest.approx(b.first_loss, rel=1e-5)
     for p, q in zip(one.parameters(), split.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_demonstration_batches_cover_every_demonstration_each_epoch(tiny, monkeypatch):
+    """`batch_episodes`: each step trains that many demonstrations, every one once per epoch; a batch as large as
+    the demonstrations is the full-batch step exactly."""
+    import agentgym.trainer.sft as sft_module
+
+    model, tokenizer = tiny
+    demos = _demos(tokenizer)
+    seen: list[list[int]] = []
+    real = sft_module._rank_micro_batches
+
+    def spy(samples, *args, **kwargs):
+        seen.append(sorted(id(s) for s in samples))
+        return real(samples, *args, **kwargs)
+
+    monkeypatch.setattr(sft_module, "_rank_micro_batches", spy)
+    stats = sft(copy.deepcopy(model), demos, steps=4, lr=0.003, seed=0, batch_episodes=2)
+    assert [len(s) for s in seen] == [2, 2, 2, 2] and stats.steps == 4
+    for epoch in (seen[:2], seen[2:]):  # 4 demonstrations, 2 per step: each epoch is 2 steps covering all 4
+        assert len({i for step in epoch for i in step}) == len(demos) == 4
+    monkeypatch.setattr(sft_module, "_rank_micro_batches", real)
+    full, batched = copy.deepcopy(model), copy.deepcopy(model)
+    a = sft(full, demos, steps=2, lr=0.003, seed=0)
+    b = sft(batched, demos, steps=2, lr=0.003, seed=0, batch_episodes=len(demos))
+    assert a.last_loss == b.last_loss
+    for p, q in zip(full.parameters(), batched.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
