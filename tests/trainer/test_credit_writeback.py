@@ -131,3 +131,12 @@ def test_credit_model_params_are_checked_at_config_load():
     with pytest.raises(ConfigError, match="has no learned credit model"):
         load_train_config(None, {"estimator": "grpo", "credit_model_params": {"lr": 1e-3}})
     assert load_train_config(None, {"estimator": "oprl", "credit_model_params": {"beta": 0.05}}).estimator == "oprl"
+
+
+def test_the_no_signal_warning_advises_by_what_dropped_most():
+    from agentgym.trainer.signal_watch import advice
+
+    assert "infrastructure failures" in advice({"infra": 62, "stale": 4, "zero_variance": 3})
+    assert "staleness_bound" in advice({"stale": 9, "zero_variance": 1})
+    assert "drop_zero_variance: false" in advice({"zero_variance": 5})
+    assert advice({}) == advice({"zero_variance": 5})
