@@ -74,6 +74,7 @@ from soak_policy import (  # noqa: E402
 ROOT = BENCH.parent
 RUN_NAME = "soak"
 SHORT_UPDATES = 6  #: updates of the short soak
+RSS_MIN_WINDOW_S = 60.0  #: a process measured from minute 5 must have lived this long past it
 CACHE_DIRS = ("torchinductor_",)  #: TMPDIR entries that are caches by design (torch's compile cache), not leaks
 
 
@@ -370,14 +371,14 @@ def shm_segments() -> set[str]:
 
 def rss_report(samples: dict[str, list[tuple[float, float]]], skip_s: float | None,
                min_life_s: float = 0.0) -> dict[str, Any]:
-    """Per process that lived `min_life_s` or more: MB at the start of the measured window (`skip_s` into its life,
-    or a third of it when `skip_s` is None or not under half of it) and at its end, growth % and slope."""
+    """Per process that lived `min_life_s` or more: MB at the start of the measured window (`skip_s` into its life
+    when it lived a minute past that, else a third of its life) and at its end, growth % and slope."""
     report = {}
     for name, series in samples.items():
         life = series[-1][0] - series[0][0] if series else 0.0
         if len(series) < 4 or life < min_life_s:
             continue
-        start_t = series[0][0] + (skip_s if skip_s is not None and skip_s < life / 2 else life / 3)
+        start_t = series[0][0] + (skip_s if skip_s is not None and life >= skip_s + RSS_MIN_WINDOW_S else life / 3)
         window = [(t, mb) for t, mb in series if t >= start_t]
         ts, ms = [t for t, _ in window], [mb for _, mb in window]
         mean_t, mean_m = sum(ts) / len(ts), sum(ms) / len(ms)
