@@ -60,7 +60,7 @@ from agentgym.errors import ConfigError  # noqa: E402
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 #: env id -> the recipe file whose env section (and warm start) the benchmark uses
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
-ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes")
+ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes")
 THRESHOLDS = (0.5, 0.8)
 COLLAPSE_DROP = 0.2
 
