@@ -77,6 +77,10 @@ def ray_config(args: argparse.Namespace, work: Path) -> Path:
     config["runtime"] = "ray"
     if args.short:  # two more updates than the local short soak: a restarted rollout worker has time to rejoin
         config["updates"] = SHORT_UPDATES + 2
+    # the env workers' servers now end a call at the run's turn limit; Ray's processes on a small machine make a
+    # plain step slower than 3 s at times (a false env_timeout), so the limit on Ray is the one its remote envs had
+    # before (turn_timeout_s + the collector's grace), and a hang lasts twice that
+    config["turn_timeout_s"] = args.turn_timeout_s + GRACE_S
     config["env_kwargs"]["hang_s"] = 2 * (args.turn_timeout_s + GRACE_S)
     # no sandbox (so no disk_fill) on Ray yet: the env workers' sessions have not been soaked with one
     config["env_kwargs"].update(sandbox=False, disk_rate=0.0)
