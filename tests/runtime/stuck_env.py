@@ -7,6 +7,8 @@ import time
 
 from agentgym.core import AgentEnv
 
+BURN_CPU_S = 0.2  #: CPU seconds (process time, not wall time) one 'burn' step makes the env's process use
+
 
 class StuckEnv(AgentEnv):
     """Replies 'ok' to anything; 'hang' never returns; 'burn' spins 0.2 CPU seconds; 'done' ends the episode with
@@ -20,7 +22,7 @@ class StuckEnv(AgentEnv):
         if action == "hang":
             threading.Event().wait()
         if action == "burn":
-            until = time.process_time() + 0.2
+            until = time.process_time() + BURN_CPU_S
             while time.process_time() < until:
                 pass
         done = action == "done"
