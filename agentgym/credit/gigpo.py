@@ -23,7 +23,6 @@ row scores `S = R_i - invalid_penalty * [turn invalid]` with row statistics.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from typing import Literal
 
@@ -138,7 +137,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
         clusters, n_clusters = batch.cached(f"gigpo.similarity.{similarity_threshold}",
                                             lambda: similarity_clusters(batch, similarity_threshold))
     stats = segment_stats(step_return, clusters, n_clusters)
-    floored = dataclasses.replace(stats, std=np.maximum(stats.std, step_std_floor))
+    floored = stats.with_std_floor(step_std_floor)
     a_s = floored.normalise(step_return, clusters, norm, eps)
     return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
                         returns=None, turn_rewards=None, step_group=clusters)

@@ -19,7 +19,6 @@ plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
@@ -107,6 +106,6 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
     stats = segment_stats(r, g_turn, batch.n_groups)
-    floored = dataclasses.replace(stats, std=np.maximum(stats.std, step_std_floor))
+    floored = stats.with_std_floor(step_std_floor)
     a_s = floored.normalise(r, g_turn, "std", eps)
     return CreditResult("oprl", batch, a_e + alpha * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r)

@@ -10,6 +10,7 @@ segment whose values are all equal gives exactly 0 (not a rounding residue divid
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +33,11 @@ class SegmentStats:
     offset: np.ndarray  #: mean of (value - ref) over the segment
     std: np.ndarray  #: unbiased standard deviation (0 for segments of one)
     count: np.ndarray  #: number of members
+
+    def with_std_floor(self, floor: float) -> SegmentStats:
+        """The same statistics with every std raised to at least `floor` (a spread below it keeps its own scale
+        when normalised)."""
+        return dataclasses.replace(self, std=np.maximum(self.std, floor))
 
     @property
     def mean(self) -> np.ndarray:
