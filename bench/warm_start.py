@@ -30,8 +30,8 @@ from agentgym.config import load_train_config  # noqa: E402
 from bench.learning import parse_sets  # noqa: E402
 
 
-def play(cfg, side, backend, tasks: list[str], temperature: float) -> dict[str, float]:
-    """One episode per task with `backend`; success, turns per episode, cut and invalid shares."""
+def play_episodes(cfg, side, backend, tasks: list[str], temperature: float) -> list:
+    """One episode per task (seeded by its position) with `backend` at `temperature`."""
     from agentgym.trainer.components import context_settings
 
     from agentgym.collector.collector import Collector
@@ -49,7 +49,12 @@ def play(cfg, side, backend, tasks: list[str], temperature: float) -> dict[str, 
         finally:
             await collector.aclose()
 
-    episodes = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def play(cfg, side, backend, tasks: list[str], temperature: float) -> dict[str, float]:
+    """One episode per task with `backend`; success, turns per episode, cut and invalid shares."""
+    episodes = play_episodes(cfg, side, backend, tasks, temperature)
     turns = [t for e in episodes for t in e.turns]
     return {"success": sum(e.total_reward >= cfg.success_reward for e in episodes) / len(episodes),
             "turns_per_episode": len(turns) / len(episodes),
@@ -57,11 +62,11 @@ def play(cfg, side, backend, tasks: list[str], temperature: float) -> dict[str, 
             "invalid": sum(not t.valid for t in turns) / max(1, len(turns))}
 
 
-def probe(cfg, stages: list[int], n_tasks: int) -> list[dict[str, object]]:
-    """SFT in `stages`, each followed by a sampled and a greedy pass over the held-out tasks."""
+def prepared(cfg):
+    """The recipe's policy side, rollout backend, task split and solver demonstrations, before any SFT step."""
     import torch
     from agentgym.trainer.components import build_backend, build_policy_side, context_settings, split_tasks
-    from agentgym.trainer.sft import collect_demonstrations, sft
+    from agentgym.trainer.sft import collect_demonstrations
 
     from agentgym.env_facts import resolve_run_env
 
@@ -74,14 +79,36 @@ def probe(cfg, stages: list[int], n_tasks: int) -> list[dict[str, object]]:
                                                train[:cfg.sft_episodes], max_turns=cfg.max_turns, seed=cfg.seed,
                                                context=context_settings(cfg)))
     backend, _ = build_backend(cfg, side.model, side.tokenizer)
+    return cfg, side, backend, train, held_out, demos
+
+
+def sft_stage(cfg, side, backend, demos, steps: int, seed: int):
+    """`steps` SFT steps on `demos` (one optimizer), then the rollout backend takes the new weights."""
+    from agentgym.trainer.sft import sft
+
+    stats = sft(side.model, demos, steps=steps, lr=cfg.sft_lr, seed=seed, packed=side.packed,
+                pad_id=side.tokenizer.pad_token_id or 0, micro_batch_tokens=cfg.micro_batch_tokens,
+                batch_episodes=cfg.sft_batch_episodes)
+    backend.model.load_state_dict(side.model.state_dict())
+    return stats
+
+
+def warm_started(cfg):
+    """The recipe's warm start as a run would make it: (cfg, policy side, backend, train tasks, held-out tasks)."""
+    cfg, side, backend, train, held_out, demos = prepared(cfg)
+    if cfg.sft_steps:
+        sft_stage(cfg, side, backend, demos, cfg.sft_steps, cfg.seed)
+    return cfg, side, backend, train, held_out
+
+
+def probe(cfg, stages: list[int], n_tasks: int) -> list[dict[str, object]]:
+    """SFT in `stages`, each followed by a sampled and a greedy pass over the held-out tasks."""
+    cfg, side, backend, train, held_out, demos = prepared(cfg)
     tasks, rows, steps = (held_out or train)[:n_tasks], [], 0
     for i, n in enumerate(stages):
         started = time.perf_counter()
-        stats = sft(side.model, demos, steps=n, lr=cfg.sft_lr, seed=cfg.seed + i, packed=side.packed,
-                    pad_id=side.tokenizer.pad_token_id or 0, micro_batch_tokens=cfg.micro_batch_tokens,
-                    batch_episodes=cfg.sft_batch_episodes)
+        stats = sft_stage(cfg, side, backend, demos, n, cfg.seed + i)
         steps += n
-        backend.model.load_state_dict(side.model.state_dict())
         rows.append({"sft_steps": steps, "demonstrations": len(demos), "nll": round(stats.last_loss, 4),
                      "sft_s": round(time.perf_counter() - started, 1),
                      "sampled": play(cfg, side, backend, tasks, cfg.temperature),

@@ -15,6 +15,8 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from agentgym.trajectory import Episode
 
 
@@ -28,6 +30,7 @@ class CreditModels:
         self._policy, self._policy_copy = policy, policy_copy
         self.model: Any = None
         self._pending_state: dict[str, Any] | None = None
+        self._pretrain_stats: dict[str, float] = {}
 
     @property
     def active(self) -> bool:
@@ -55,6 +58,10 @@ class CreditModels:
         """Keyword inputs of the estimator computed by the current learned model."""
         model = self._ensure()
         if self.name == "spa":
+            warm = model.pretrain(list(episodes))  # the first batch: fit before the first contributions are read
+            if warm is not None and not warm.skipped:
+                self._pretrain_stats = {"credit_model_pretrain_loss": float(warm.loss),
+                                        "credit_model_pretrain_steps": float(warm.step)}
             return {"contributions": model.predict(list(episodes))}
         if self.name == "oprl":
             return {"step_rewards": model.step_rewards(list(episodes))}
@@ -65,7 +72,14 @@ class CreditModels:
         if not self.active:
             return {}
         stats = self._ensure().update(list(episodes))
-        return {"credit_model_loss": float(stats.loss), "credit_model_grad_norm": float(stats.grad_norm)}
+        out = {"credit_model_loss": float(stats.loss), "credit_model_grad_norm": float(stats.grad_norm)}
+        if self.name == "spa":  # share of the outcomes' variance the contributions' sums explained before the step
+            outcomes = [ep.total_reward for ep in episodes if ep.turns]
+            var = float(np.var(outcomes)) if len(outcomes) > 1 else 0.0
+            out["credit_model_explained_variance"] = 1.0 - float(stats.loss) / var if var > 0 else 0.0
+        out.update(self._pretrain_stats)
+        self._pretrain_stats = {}
+        return out
 
     def state_dict(self) -> dict[str, Any] | None:
         if self.model is not None:

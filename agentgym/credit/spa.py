@@ -10,8 +10,10 @@ Reference-code quirks are flags, off by default: `horizon_scale` multiplies r_t 
 `(n_turns - t - 1)` (zeroing the final turn) and `loo_baseline` replaces every c_t by
 `R_i - mean(R of the other rollouts of the group)`.
 
-Defaults that differ from the paper's reference code (both flags give the reference back):
-`grounding_mode="penalty"` (-beta on ungrounded turns instead of +beta on grounded ones) and
+Defaults that differ from the paper's reference code (`grounding_mode="bonus", beta=0.5, whiten=False`
+give the reference back): `grounding_mode="penalty"` (-beta on ungrounded turns instead of +beta on
+grounded ones), `beta=0.1` (the reference's 0.5 as a penalty made two invalid turns cost as much as the
+outcome: on Maze-v0 the policy learned to avoid invalid moves and stopped reaching the goal) and
 `whiten=True` (batch-normalised advantages, as the reference's PPO trainer applies them); see
 docs/credit.md for the runs that showed why.
 """
@@ -61,7 +63,7 @@ def spa_turn_rewards(batch: TurnBatch, contributions: np.ndarray, grounding: np.
                     needs=("contributions: c_t per turn from ProgressEstimator", "values: critic V_t per turn"),
                     group_relative=False, uses_critic=True)
 def spa(batch: TurnBatch, *, contributions: PerTurn | None = None, values: PerTurn | None = None,
-        alpha: float = 1.0, beta: float = 0.5, grounding: PerTurn | None = None, gamma: float = 1.0,
+        alpha: float = 1.0, beta: float = 0.1, grounding: PerTurn | None = None, gamma: float = 1.0,
         lam: float = 0.95, horizon_scale: bool = False, loo_baseline: bool = False,
         grounding_mode: Literal["penalty", "bonus"] = "penalty", whiten: bool = True,
         eps: float = EPS) -> CreditResult:

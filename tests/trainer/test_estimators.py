@@ -18,7 +18,7 @@ TOY = dict(env="Maze-v0", env_kwargs={"difficulty": "open"}, max_turns=8, chat_t
 @pytest.mark.parametrize("estimator, extra", [
     ("rloo", {}), ("dr_grpo", {"aggregation": "seq-mean-token-sum-norm"}), ("gigpo", {}),
     ("gae", {"critic_warmup_updates": 0}),
-    ("spa", {"credit_model_params": {"lr": 1e-3, "warmup_steps": 1, "micro_batch_size": 8}}),
+    ("spa", {"credit_model_params": {"lr": 1e-3, "warmup_steps": 1, "micro_batch_size": 8, "pretrain_steps": 2}}),
     ("oprl", {"credit_model_params": {"lr": 1e-3, "micro_batch_size": 8}}),
     ("trace", {"trace_roots": 2}),
 ])
@@ -33,5 +33,8 @@ def test_one_update_per_estimator(tmp_path, estimator, extra):
         assert "critic_value_loss" in row and state["critic"] is not None
     if estimator in ("spa", "oprl"):
         assert "credit_model_loss" in row and state["extra"]["credit_models"] is not None
+    if estimator == "spa":  # fitted on the first batch before its contributions were read, then one step
+        assert row["credit_model_pretrain_steps"] == 2 and state["extra"]["credit_models"]["step"] == 3
+        assert "credit_model_explained_variance" in row
     if estimator == "trace":
         assert state["extra"]["trace_allocator"] is not None

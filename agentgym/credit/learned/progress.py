@@ -2,15 +2,24 @@
 
 Architecture (docs/algorithms.md, section 2.4): a causal-LM backbone (same family as the policy); at the
 last token of each turn, the model's output logits (a vocabulary-size vector) go through
-`Linear(V, 1)` to give c_t. Causal attention means c_t only sees the prefix. Objective:
-`L_PE = mean_over_batch (R - sum_t c_t)^2`. The trainer calls `update(batch)` once per iteration,
+`Linear(V, 1)` to give c_t (`features="logits"`, the paper's head). The default reads the last hidden state
+instead (`features="hidden"`, `Linear(H, 1)`): on the tiny CPU model the logits head never fitted Maze-v0's
+outcomes (docs/credit.md, "SPA's progress estimator"). Causal attention means c_t only sees the
+prefix. Objective: `L_PE = mean_over_batch (R - sum_t c_t)^2`. The trainer calls `update(batch)` once per iteration,
 then `predict(batch)` feeds `compute_credit("spa", batch, contributions=..., values=...)`.
+
+The paper trains the estimator on the SFT policy's exploration rollouts *before* RL. In the online loop
+the equivalent is `pretrain(batch)`: steps on the first batch before its contributions are read, until
+their sums explain `pretrain_until` of the outcomes' variance or `pretrain_steps` steps were taken (an
+untrained head gives c_t = 0 for every turn, so SPA's first updates would train on the grounding
+penalty alone and whitened noise); then `epochs` steps per update.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentgym.credit.learned.backbone import (
@@ -30,21 +39,31 @@ from agentgym.trajectory import Episode
 
 
 class ProgressEstimator:
-    """Backbone + `Linear(V, 1)` on the logits at each turn's last token (see module docstring)."""
+    """Backbone + a linear head on each turn's last token: its hidden state (`features="hidden"`, default) or its
+    logits (`features="logits"`, the paper's `Linear(V, 1)`); see the module docstring."""
 
     def __init__(self, backbone: str | os.PathLike[str] | Any, *, lr: float = 3e-6, weight_decay: float = 0.01,
                  warmup_steps: int = 500, grad_clip: float = 1.0, micro_batch_size: int = 2,
-                 max_tokens: int = 8192, dtype: Any = None, device: str | None = None, seed: int = 0):
-        if lr <= 0 or micro_batch_size < 1 or grad_clip <= 0:
-            raise ValueError(f"ProgressEstimator needs lr > 0, micro_batch_size >= 1, grad_clip > 0; got lr={lr}, "
-                             f"micro_batch_size={micro_batch_size}, grad_clip={grad_clip}.")
+                 max_tokens: int = 8192, dtype: Any = None, device: str | None = None, seed: int = 0,
+                 epochs: int = 1, pretrain_steps: int = 0, pretrain_until: float = 0.5, features: str = "hidden"):
+        if (lr <= 0 or micro_batch_size < 1 or grad_clip <= 0 or epochs < 1 or pretrain_steps < 0
+                or not 0 < pretrain_until <= 1):
+            raise ValueError(f"ProgressEstimator needs lr > 0, micro_batch_size >= 1, grad_clip > 0, epochs >= 1, "
+                             f"pretrain_steps >= 0 and 0 < pretrain_until <= 1; got lr={lr}, micro_batch_size="
+                             f"{micro_batch_size}, grad_clip={grad_clip}, epochs={epochs}, pretrain_steps="
+                             f"{pretrain_steps}, pretrain_until={pretrain_until}.")
+        if features not in ("hidden", "logits"):
+            raise ValueError(f"ProgressEstimator features must be 'hidden' (last hidden state) or 'logits' (the "
+                             f"paper's vocabulary-size head); got {features!r}.")
         self.model = load_backbone(backbone, dtype=dtype, device=device)
         self.lm_head = self.model.get_output_embeddings()
-        vocab = self.lm_head.weight.shape[0]
+        self.features = features
+        width = self.lm_head.weight.shape[0 if features == "logits" else 1]
         torch.manual_seed(seed)
-        self.head = zero_head(vocab, self.lm_head.weight)  # untrained: every contribution starts at 0
+        self.head = zero_head(width, self.lm_head.weight)  # untrained: every contribution starts at 0
         self.lr, self.warmup_steps, self.grad_clip = lr, warmup_steps, grad_clip
         self.micro_batch_size, self.max_tokens = micro_batch_size, max_tokens
+        self.epochs, self.pretrain_steps, self.pretrain_until = epochs, pretrain_steps, pretrain_until
         self.optimizer = make_optimizer([*self.model.parameters(), *self.head.parameters()], lr, weight_decay)
         self.step = 0
 
@@ -56,7 +75,7 @@ class ProgressEstimator:
         packed = [pack_episode(ep, self.max_tokens) for ep in episodes]
         hidden, _ = hidden_states(self.model, packed)
         ends = gather_rows(hidden, [p.turn_ends for p in packed])  # [sum T_i, H]
-        c = self.head(self.lm_head(ends)).squeeze(-1)
+        c = self.head(self.lm_head(ends) if self.features == "logits" else ends).squeeze(-1)
         return list(torch.split(c, [len(p.turn_ends) for p in packed]))
 
     def predict(self, episodes: Sequence[Episode]) -> list[list[float]]:
@@ -74,19 +93,40 @@ class ProgressEstimator:
         target = torch.tensor([ep.total_reward for ep in episodes], dtype=sums.dtype, device=sums.device)
         return ((target - sums) ** 2).mean()
 
-    def update(self, batch: Sequence[Episode]) -> CreditModelStats:
-        """One optimizer step on `batch` (episodes without turns are skipped), gradient-accumulated."""
+    def pretrain(self, batch: Sequence[Episode]) -> CreditModelStats | None:
+        """Fit `batch` if the estimator has taken no step yet (else None): the paper's fit on exploration rollouts
+        before RL, done on the first batch before its contributions are read. Steps until the contributions'
+        sums explain `pretrain_until` of the outcomes' variance (measured before each step), at most
+        `pretrain_steps`; the stats carry the loss before the first step."""
+        if self.step > 0 or self.pretrain_steps == 0:
+            return None
+        usable = [ep for ep in batch if ep.turns]
+        outcomes = [ep.total_reward for ep in usable]
+        var = sum((r - sum(outcomes) / len(outcomes)) ** 2 for r in outcomes) / len(outcomes) if outcomes else 0.0
+        first = last = self.update(usable, steps=1)
+        while not last.skipped and last.step < self.pretrain_steps and not (
+                var > 0 and 1.0 - last.loss / var >= self.pretrain_until):
+            last = self.update(usable, steps=1)
+        return replace(last, loss=first.loss)
+
+    def update(self, batch: Sequence[Episode], steps: int | None = None) -> CreditModelStats:
+        """`steps` (default `epochs`) optimizer steps on `batch` (episodes without turns are skipped), each
+        gradient-accumulated over the whole batch. `loss` is the objective before the first step (how well the
+        contributions read for this batch fitted it)."""
         usable = [ep for ep in batch if ep.turns]
         if not usable:
             return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step)
-        total = accumulate_gradients(self.model, self.optimizer, usable, self.micro_batch_size, self.loss)
-        self.step += 1
-        lr = self.lr * warmup_factor(self.step, self.warmup_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip))
-        self.optimizer.step()
-        return CreditModelStats(total, norm, len(usable), step=self.step, lr=lr)
+        first_loss, norm, lr = None, 0.0, 0.0
+        for _ in range(self.epochs if steps is None else steps):
+            total = accumulate_gradients(self.model, self.optimizer, usable, self.micro_batch_size, self.loss)
+            first_loss = total if first_loss is None else first_loss
+            self.step += 1
+            lr = self.lr * warmup_factor(self.step, self.warmup_steps)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(), self.grad_clip))
+            self.optimizer.step()
+        return CreditModelStats(float(first_loss or 0.0), norm, len(usable), step=self.step, lr=lr)
 
     def state_dict(self) -> dict[str, Any]:
         """Model, head and optimizer state plus the step counter (for trainer checkpoints)."""
@@ -94,6 +134,11 @@ class ProgressEstimator:
                 "optimizer": self.optimizer.state_dict(), "step": self.step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved, mine = tuple(state["head"]["weight"].shape), tuple(self.head.weight.shape)
+        if saved != mine:
+            raise ValueError(f"this progress estimator checkpoint has a head of shape {saved}, this estimator {mine} "
+                             f"(features={self.features!r}); a checkpoint from before the hidden-state head needs "
+                             "credit_model_params: {features: logits}.")
         self.model.load_state_dict(state["model"])
         self.head.load_state_dict(state["head"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -64,6 +64,48 @@ def test_spa_state_dict_round_trip_and_warmup(model_dir):
     assert spa.update([]).skipped
 
 
+def test_spa_pretrain_fits_the_first_batch_once_then_epochs_per_update(model_dir):
+    episodes = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=3, seed=4)
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, micro_batch_size=4, pretrain_steps=6, epochs=3,
+                            pretrain_until=1.0)
+    before = outcome_gap(spa, episodes)
+    warm = spa.pretrain(episodes)
+    assert warm is not None and warm.step == 6 and warm.loss == pytest.approx(before, abs=1e-5)
+    assert outcome_gap(spa, episodes) < before
+    assert spa.pretrain(episodes) is None  # only before the first step
+    assert spa.update(episodes).step == 9  # `epochs` steps per update
+    assert spa.update(episodes, steps=1).step == 10
+    assert ProgressEstimator(model_dir, pretrain_steps=0).pretrain(episodes) is None
+
+
+def test_spa_pretrain_stops_once_the_sums_explain_enough_of_the_outcomes(model_dir):
+    episodes = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=3, seed=1)
+    outcomes = np.array([ep.total_reward for ep in episodes])
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, micro_batch_size=4, pretrain_steps=50,
+                            pretrain_until=0.5)
+    warm = spa.pretrain(episodes)
+    assert 1 < warm.step < 50  # stopped early, by the fit and not the cap
+    assert 1.0 - outcome_gap(spa, episodes) / outcomes.var() >= 0.5
+    with pytest.raises(ValueError, match="pretrain_until"):
+        ProgressEstimator(model_dir, pretrain_until=0.0)
+
+
+def test_spa_features_choose_the_head_and_a_mismatched_checkpoint_names_the_fix(model_dir):
+    episodes = synthetic_token_episodes(n_groups=1, group_size=2, n_turns=2, seed=5)
+    hidden = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0)
+    logits = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, features="logits")
+    assert hidden.head.weight.shape[1] == SPEC.hidden_size
+    assert logits.head.weight.shape[1] == logits.lm_head.weight.shape[0]  # the paper's Linear(V, 1)
+    logits.update(episodes)
+    assert [len(c) for c in logits.predict(episodes)] == [2, 2]
+    with pytest.raises(ValueError, match="features: logits"):
+        hidden.load_state_dict(logits.state_dict())
+    with pytest.raises(ValueError, match="features must be"):
+        ProgressEstimator(model_dir, features="tokens")
+    with pytest.raises(ValueError, match="epochs >= 1"):
+        ProgressEstimator(model_dir, epochs=0)
+
+
 def fill_old_logprobs(prm, episodes):
     for ep, rows in zip(episodes, prm.logprobs(episodes), strict=True):
         for turn, lp in zip(ep.turns, rows, strict=True):

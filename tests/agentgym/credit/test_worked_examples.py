@@ -91,7 +91,7 @@ def test_spa_defaults_penalise_ungrounded_turns_and_whiten():
     ep = Episode(group_id="g", total_reward=1.0, turns=[
         Turn(index=0), Turn(index=1, info={"error_kind": "no_effect"}), Turn(index=2)])
     result = compute_credit("spa", [ep], contributions=[[0.2, 0.5, 0.4]], values=[[0.6, 0.7, 0.8]])
-    assert close(result.turn_rewards, [0.2, 0.0, 0.4])  # a valid turn earns nothing for being valid
+    assert close(result.turn_rewards, [0.2, 0.4, 0.4])  # a valid turn earns nothing for being valid; -0.1 if not
     assert close(result.advantages.mean(), 0.0) and close(result.advantages.std(), 1.0, tol=1e-5)
 
 
