@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from agentgym.credit.learned.backbone import (
@@ -96,30 +95,30 @@ class ProgressEstimator:
     def pretrain(self, batch: Sequence[Episode]) -> CreditModelStats | None:
         """Fit `batch` if the estimator has taken no step yet (else None): the paper's fit on exploration rollouts
         before RL, done on the first batch before its contributions are read. Steps until the contributions'
-        sums explain `pretrain_until` of the outcomes' variance (measured before each step), at most
-        `pretrain_steps`; the stats carry the loss before the first step."""
+        sums explain `pretrain_until` of the outcomes' variance, at most `pretrain_steps`."""
         if self.step > 0 or self.pretrain_steps == 0:
             return None
-        usable = [ep for ep in batch if ep.turns]
-        outcomes = [ep.total_reward for ep in usable]
-        var = sum((r - sum(outcomes) / len(outcomes)) ** 2 for r in outcomes) / len(outcomes) if outcomes else 0.0
-        first = last = self.update(usable, steps=1)
-        while not last.skipped and last.step < self.pretrain_steps and not (
-                var > 0 and 1.0 - last.loss / var >= self.pretrain_until):
-            last = self.update(usable, steps=1)
-        return replace(last, loss=first.loss)
+        return self.update(batch, steps=self.pretrain_steps, until=self.pretrain_until)
 
-    def update(self, batch: Sequence[Episode], steps: int | None = None) -> CreditModelStats:
+    def update(self, batch: Sequence[Episode], steps: int | None = None, until: float | None = None
+               ) -> CreditModelStats:
         """`steps` (default `epochs`) optimizer steps on `batch` (episodes without turns are skipped), each
-        gradient-accumulated over the whole batch. `loss` is the objective before the first step (how well the
-        contributions read for this batch fitted it)."""
+        gradient-accumulated over the whole batch. With `until`, stop (without stepping) as soon as the sums
+        explain that share of the outcomes' variance. `loss` is the objective before the first step (how well
+        the contributions read for this batch fitted it)."""
         usable = [ep for ep in batch if ep.turns]
         if not usable:
             return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step)
+        outcomes = [ep.total_reward for ep in usable]
+        mean = sum(outcomes) / len(outcomes)
+        var = sum((r - mean) ** 2 for r in outcomes) / len(outcomes)
         first_loss, norm, lr = None, 0.0, 0.0
         for _ in range(self.epochs if steps is None else steps):
             total = accumulate_gradients(self.model, self.optimizer, usable, self.micro_batch_size, self.loss)
             first_loss = total if first_loss is None else first_loss
+            if until is not None and var > 0 and 1.0 - total / var >= until:
+                self.optimizer.zero_grad(set_to_none=True)
+                break
             self.step += 1
             lr = self.lr * warmup_factor(self.step, self.warmup_steps)
             for group in self.optimizer.param_groups:
