@@ -41,6 +41,7 @@ import concurrent.futures
 import json
 import math
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -121,6 +122,18 @@ def interval95(values: list[float]) -> tuple[float, float]:
     return mean, T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+def die_with_parent(parent: int) -> None:
+    """A `--jobs` worker ends when the benchmark's process does, however it ended (Linux's parent-death signal):
+    a killed benchmark leaves no run writing into its runs directory."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the benchmark ended before the signal was armed
+        os._exit(1)
+
+
 def run_isolated(env_id: str, estimator: str, seed: int, args: argparse.Namespace, out: str) -> RunOutcome:
     """`run_one` in a worker process of `--jobs` (its console output goes to stderr, prefixed by the run)."""
     console = Console(stderr=True)
@@ -143,7 +156,8 @@ def run_all(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Pat
         return outcomes
     console.print(f"{len(plan)} runs, {args.jobs} at once ({args.torch_threads} torch thread(s) each)")
     spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1) as pool:
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
+                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(run_isolated, *item, args, str(out)): i for i, item in enumerate(plan)}
         done: dict[int, RunOutcome] = {}
         for future in concurrent.futures.as_completed(futures):

@@ -27,3 +27,54 @@ def test_learning_bench_prints_its_json_shape(tmp_path):
             assert e["updates_to_0.5"][0] in (None, 1) and 0.0 <= e["final_success"][0] <= 1.0
             assert e["collapsed"] == [False] and e["stopped_by"] == ["updates"] and len(e["wall_s"]) == 1
     assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_benchmark_leaves_no_run_behind(tmp_path):
+    """`--jobs` workers end with the benchmark (SIGKILL included), so none keeps writing into --runs-dir."""
+    import signal
+    import time
+
+    bench = subprocess.Popen([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo",
+                              "--envs", "Maze-v0", "--updates", "50", "--seeds", "2", "--jobs", "2",
+                              "--torch-threads", "1", "--eval-tasks", "4", "--runs-dir", str(tmp_path / "runs"),
+                              "--set", "sft_steps=2", "--set", "sft_episodes=2", "--set", "groups_per_batch=2",
+                              "--set", "group_size=4", "--set", "concurrency=8"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 300
+        while not any((d / "metrics.jsonl").exists() for d in (tmp_path / "runs").glob("*")):
+            assert time.monotonic() < deadline and bench.poll() is None, "no run started"
+            time.sleep(1)
+        workers = [p for p in _children(bench.pid) if _alive(p)]
+        assert workers
+        bench.send_signal(signal.SIGKILL)
+        bench.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not [p for p in workers if _alive(p)]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
