@@ -32,12 +32,11 @@ from bench.warm_start import play_episodes, warm_started  # noqa: E402
 
 def explained(estimator, episodes) -> float:
     """1 - MSE(R, sum_t c_t) / var(R) over `episodes` (0.0 when every outcome is the same)."""
-    import numpy as np
+    from agentgym.credit.learned.progress import explained_variance
 
-    sums = np.array([sum(c) for c in estimator.predict(episodes)])
-    outcomes = np.array([e.total_reward for e in episodes])
-    var = float(outcomes.var())
-    return 1.0 - float(np.mean((outcomes - sums) ** 2)) / var if var > 0 else 0.0
+    outcomes = [e.total_reward for e in episodes]
+    sums = [sum(c) for c in estimator.predict(episodes)]
+    return explained_variance(sum((r - s) ** 2 for r, s in zip(outcomes, sums, strict=True)) / len(outcomes), outcomes)
 
 
 def fit(side, fit_on, held_out, *, features: str, lr: float, steps: int, every: int, params: dict) -> dict:

@@ -15,8 +15,6 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from agentgym.trajectory import Episode
 
 
@@ -74,9 +72,10 @@ class CreditModels:
         stats = self._ensure().update(list(episodes))
         out = {"credit_model_loss": float(stats.loss), "credit_model_grad_norm": float(stats.grad_norm)}
         if self.name == "spa":  # share of the outcomes' variance the contributions' sums explained before the step
-            outcomes = [ep.total_reward for ep in episodes if ep.turns]
-            var = float(np.var(outcomes)) if len(outcomes) > 1 else 0.0
-            out["credit_model_explained_variance"] = 1.0 - float(stats.loss) / var if var > 0 else 0.0
+            from agentgym.credit.learned.progress import explained_variance
+
+            out["credit_model_explained_variance"] = explained_variance(
+                float(stats.loss), [ep.total_reward for ep in episodes if ep.turns])
         out.update(self._pretrain_stats)
         self._pretrain_stats = {}
         return out

@@ -37,6 +37,15 @@ from agentgym.credit.learned.backbone import (
 from agentgym.trajectory import Episode
 
 
+def explained_variance(mse: float, outcomes: Sequence[float]) -> float:
+    """`1 - mse / var(outcomes)`: the share of the outcomes' variance the contributions' sums explain (0 is
+    predicting the mean, below 0 worse; 0.0 when every outcome is the same)."""
+    n = len(outcomes)
+    mean = sum(outcomes) / n if n else 0.0
+    var = sum((r - mean) ** 2 for r in outcomes) / n if n > 1 else 0.0
+    return 1.0 - mse / var if var > 0 else 0.0
+
+
 class ProgressEstimator:
     """Backbone + a linear head on each turn's last token: its hidden state (`features="hidden"`, default) or its
     logits (`features="logits"`, the paper's `Linear(V, 1)`); see the module docstring."""
@@ -110,13 +119,11 @@ class ProgressEstimator:
         if not usable:
             return CreditModelStats(0.0, 0.0, 0, skipped=True, step=self.step)
         outcomes = [ep.total_reward for ep in usable]
-        mean = sum(outcomes) / len(outcomes)
-        var = sum((r - mean) ** 2 for r in outcomes) / len(outcomes)
         first_loss, norm, lr = None, 0.0, 0.0
         for _ in range(self.epochs if steps is None else steps):
             total = accumulate_gradients(self.model, self.optimizer, usable, self.micro_batch_size, self.loss)
             first_loss = total if first_loss is None else first_loss
-            if until is not None and var > 0 and 1.0 - total / var >= until:
+            if until is not None and explained_variance(total, outcomes) >= until:
                 self.optimizer.zero_grad(set_to_none=True)
                 break
             self.step += 1
