@@ -249,18 +249,21 @@ def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: f
     return proc.returncode
 
 
-def stop_session(tag: str, wait_s: float = 30.0) -> list[int]:
+def stop_session(tag: str, wait_s: float = 30.0) -> list[dict[str, Any]]:
     """After the driver ended: wait for its local cluster to go (Ray's processes share the driver's fate), then
-    SIGKILL what is left of it (tagged with `tag`), so that the next segment starts clean; returns those pids."""
+    SIGKILL what is left of it (tagged with `tag`), so that the next segment starts clean; returns what was left
+    (pid, parent pid, command line), so that a leak names its processes."""
     deadline = time.monotonic() + wait_s
     while (left := tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.5)
+    described = []
     for proc in left:
         try:
+            described.append({"pid": proc.pid, "ppid": proc.ppid(), "cmdline": " ".join(proc.cmdline())[:200]})
             proc.kill()
         except psutil.Error:
             pass
-    return [p.pid for p in left]
+    return described
 
 
 def tagged(tag: str) -> list[psutil.Process]:
@@ -397,6 +400,8 @@ def main(args: argparse.Namespace) -> int:
     result["leaked"] = leaked(work, sampler.worker_pids, shm_before)
     result["leaked"]["ray_session_processes"] = session_procs
     result["leaked"]["outlived_their_driver"] = sum(len(seg["outlived"]) for seg in run["segments"])
+    result["leaked"]["outlived"] = [dict(proc, segment=seg["segment"]) for seg in run["segments"]
+                                    for proc in seg["outlived"]]
     result["leaked"]["ray_session_dir"] = os.path.exists(session_root)
     result.update(minutes=None if args.short else args.minutes, seed=args.seed, runtime="ray", workdir=str(work))
     print(json.dumps(result) if args.json else json.dumps(result, indent=1))

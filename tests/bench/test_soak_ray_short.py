@@ -33,4 +33,4 @@ def test_short_ray_soak_with_actor_kills_loses_nothing(tmp_path):
         + infra.get("env_reset_timeout", 0) == hit.get("actor_kill", 0) + result["env_lost_at_trainer_kill"]
     leaked = result["leaked"]
     assert leaked["ray_session_processes"] == [] and not leaked["ray_session_dir"], leaked
-    assert leaked["outlived_their_driver"] == 0, leaked
+    assert leaked["outlived_their_driver"] == 0, leaked["outlived"]
