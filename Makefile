@@ -27,7 +27,7 @@ setup-test:
 	bash scripts/vllm-venv.sh
 
 test: setup-test
-	$(PY) -m pytest -q -rs -m "not exhaustive" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs --durations=25 -m "not exhaustive" $(PYTEST_ARGS)
 
 test-exhaustive: setup-test
 	$(PY) -m pytest -q -rs -m exhaustive $(PYTEST_ARGS)
