@@ -23,6 +23,7 @@ row scores `S = R_i - invalid_penalty * [turn invalid]` with row statistics.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from typing import Literal
 
@@ -38,6 +39,7 @@ from agentgym.credit.stats import EPS, Norm, discounted_cumsum, segment_stats
 STEP_STD_FLOOR = 0.1  #: reward units: one invalid-action penalty (see the module docstring)
 EpisodeStats = Literal["trajectory", "rows"]
 AnchorMode = Literal["exact", "similarity"]
+StepScale = Literal["cluster", "outcome"]
 
 
 def exact_clusters(batch: TurnBatch, missing: Literal["error", "singleton"] = "error") -> tuple[np.ndarray, int]:
@@ -117,16 +119,21 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
           episode_stats: EpisodeStats = "trajectory", singleton: Literal["zero", "raw"] = "zero",
           anchor: AnchorMode = "exact", similarity_threshold: float = 0.95, invalid_penalty: float = 0.1,
           missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS,
-          step_std_floor: float = STEP_STD_FLOOR) -> CreditResult:
+          step_std_floor: float = STEP_STD_FLOOR, step_scale: StepScale = "cluster") -> CreditResult:
     """GiGPO advantages.
 
     Inputs: outcomes R [E], turn rewards r [T], validity [T], fingerprints [T] (or observations in
     similarity mode), group codes. Output: advantages [T], `episode_part` (A_E) [T] and
     `step_part` (A_S) [T]; A = A_E + omega * A_S.
+
+    `step_scale="outcome"` divides the step part by at least the std of the group's outcomes (the episode
+    part's divisor) besides `step_std_floor`: both parts are then on one scale, and a cluster of n revisits
+    with one successful return among zeros no longer gets about sqrt(n) from its own tiny std.
     """
     _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
            missing_fingerprint, eps)
     validate.number("gigpo", "step_std_floor", step_std_floor, low=0.0)
+    validate.choice("gigpo", "step_scale", step_scale, ("cluster", "outcome"))
     penalty_rows = invalid_penalty * (~batch.valid)
     score = batch.outcome[batch.episode_of_turn] - penalty_rows
     a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
@@ -138,6 +145,11 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
                                             lambda: similarity_clusters(batch, similarity_threshold))
     stats = segment_stats(step_return, clusters, n_clusters)
     floored = stats.with_std_floor(step_std_floor)
+    if step_scale == "outcome":
+        outcome_std = segment_stats(batch.outcome, batch.group, batch.n_groups).std
+        cluster_group = np.zeros(n_clusters, dtype=np.int64)
+        cluster_group[clusters] = batch.group_of_turn
+        floored = dataclasses.replace(floored, std=np.maximum(floored.std, outcome_std[cluster_group]))
     a_s = floored.normalise(step_return, clusters, norm, eps)
     return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
                         returns=None, turn_rewards=None, step_group=clusters)

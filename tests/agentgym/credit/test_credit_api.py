@@ -290,6 +290,26 @@ def test_gigpo_one_invalid_turn_in_a_large_same_state_cluster_is_not_blown_up():
     assert np.all(res.episode_part == 0)  # every outcome equal: no episode signal
 
 
+def test_gigpo_outcome_step_scale_bounds_one_success_among_many_revisits():
+    """KeyDoor's 5-10 step advantages on numbers: one state revisited 20 times by each of 7 looping failures
+    and once by the single success (return 0.95^10). Its cluster's own std is the success's alone, so the
+    success's turn gets up to sqrt(n); `step_scale="outcome"` divides by at least the group's outcome spread,
+    the episode part's divisor, so the step part stays on the episode part's scale."""
+    def episode(reward: float, visits: int) -> Episode:
+        turns = [Turn(index=i, state_fingerprint="hub" if i < visits else f"s{i}") for i in range(visits + 10)]
+        turns[-1].reward = reward
+        return Episode(group_id="g", total_reward=reward, turns=turns)
+
+    group = [episode(1.0, 1)] + [episode(0.0, 20) for _ in range(7)]
+    own = compute_credit("gigpo", group)
+    assert own.step_part.max() > 5  # its cluster std (0.05) is under the floor: 0.6 / 0.1
+    scaled = compute_credit("gigpo", group, step_scale="outcome")
+    assert 0 < scaled.step_part.max() < scaled.episode_part.max() and scaled.step_part.argmax() == own.step_part.argmax()
+    assert np.all(np.sign(scaled.step_part) == np.sign(own.step_part))  # the same order, a bounded size
+    with pytest.raises(CreditParamError, match="step_scale='turn' is not one of"):
+        compute_credit("gigpo", group, step_scale="turn")
+
+
 def test_gigpo_step_std_floor_keeps_outcome_spreads_normalised():
     """Turns of one state whose step returns differ by an outcome (spread far above the floor) are normalised
     exactly as in the paper."""
