@@ -31,48 +31,65 @@ def _die_with_parent() -> None:
         pass
 
 
+#: what a send or receive raises once the parent is gone (killed, or its end closed): nobody is left to answer
+_PARENT_GONE = (BrokenPipeError, ConnectionResetError, EOFError)
+
+
 def _send_error(conn: Any, exc: BaseException) -> None:
     try:
         conn.send(("err", exc))
+    except _PARENT_GONE:
+        raise
     except Exception:  # the exception itself does not pickle: send its text
         conn.send(("err", RuntimeError(f"{type(exc).__name__}: {exc}")))
 
 
 def worker_main(conn: Any) -> None:
-    """The worker: make the env it is sent, answer calls until told to close or the parent goes away."""
+    """The worker: make the env it is sent, answer calls until told to close or the parent goes away (then
+    close the env and end quietly: a killed trainer's workers leave no tracebacks in its log)."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    env = None
     try:
-        env_id, entry_point, kwargs = conn.recv()
-        env = EnvSpec(id=env_id, entry_point=entry_point, kwargs=dict(kwargs)).make()
-        conn.send(("ok", describe_env(env)))
-    except BaseException as exc:
-        _send_error(conn, exc)
-        return
-    try:
-        while True:
-            try:
-                method, args, call_kwargs = conn.recv()
-            except (EOFError, OSError):
-                return
-            if method == "close":
-                break
-            try:
-                reply = ("ok", dispatch(env, method, args, call_kwargs))
-            except BaseException as exc:
-                _send_error(conn, exc)
-                continue
-            try:
-                conn.send(reply)
-            except Exception as exc:  # a reply that does not pickle
-                _send_error(conn, RuntimeError(f"the reply of {method} cannot be sent to the collector: {exc}"))
-    finally:
+        try:
+            env_id, entry_point, kwargs = conn.recv()
+            env = EnvSpec(id=env_id, entry_point=entry_point, kwargs=dict(kwargs)).make()
+            conn.send(("ok", describe_env(env)))
+        except _PARENT_GONE:
+            raise
+        except BaseException as exc:
+            _send_error(conn, exc)
+            return
+        _serve(conn, env)
+        closing, env = env, None
         with contextlib.suppress(Exception):
-            env.close()
-    with contextlib.suppress(Exception):
-        conn.send(("ok", None))
+            closing.close()
+        conn.send(("ok", None))  # the close is acknowledged once the env has closed
+    except (*_PARENT_GONE, OSError):
+        return
+    finally:
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
 
 
+def _serve(conn: Any, env: Any) -> None:
+    """Answer calls until a ``close`` (returns) or the parent goes away (raises)."""
+    while True:
+        method, args, call_kwargs = conn.recv()
+        if method == "close":
+            return
+        try:
+            reply = ("ok", dispatch(env, method, args, call_kwargs))
+        except BaseException as exc:
+            _send_error(conn, exc)
+            continue
+        try:
+            conn.send(reply)
+        except _PARENT_GONE:
+            raise
+        except Exception as exc:  # a reply that does not pickle
+            _send_error(conn, RuntimeError(f"the reply of {method} cannot be sent to the collector: {exc}"))
 
 
 if __name__ == "__main__":
