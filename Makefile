@@ -10,6 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TEST_EXTRAS := train,dev,postgres,docker,tools,browser,serve,ray
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 
 .PHONY: quickstart test test-fast test-exhaustive setup-test venv lint bench clean
 
@@ -26,8 +27,14 @@ setup-test:
 	bash scripts/venv.sh $(TEST_EXTRAS)
 	bash scripts/vllm-venv.sh
 
+# two passes: every suite but the `serial` ones on TEST_WORKERS pytest-xdist workers (a file's tests stay on one
+# worker), then the `serial` ones alone (the short soaks and torchrun process groups); fails if either failed
 test: setup-test
-	$(PY) -m pytest -q -rs --durations=25 -m "not exhaustive" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not serial" \
+	  $(PYTEST_ARGS); parallel=$$?; \
+	$(PY) -m pytest -q -rs --durations=10 -m "serial and not exhaustive" $(PYTEST_ARGS); serial=$$?; \
+	[ $$serial -eq 5 ] && serial=0; [ $$parallel -eq 5 ] && parallel=0; \
+	exit $$(( parallel || serial ))
 
 test-exhaustive: setup-test
 	$(PY) -m pytest -q -rs -m exhaustive $(PYTEST_ARGS)

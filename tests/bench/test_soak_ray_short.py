@@ -16,6 +16,7 @@ needs_netns = pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.ray
 @needs_netns
 def test_short_ray_soak_with_actor_kills_loses_nothing(tmp_path):

@@ -35,6 +35,10 @@ RANKS = ROOT / "bench" / "trainer_ranks.py"
 #: torchrun through this interpreter (a console script copied between venvs may name another one)
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
+#: torchrun process groups: make test runs them alone, after the parallel pass (a c10d rendezvous aborted with
+#: SIGABRT beside other tests); the Ray rank-actor tests passed beside them and stay in the parallel pass
+torchrun_alone = pytest.mark.serial
+
 needs_netns = pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")),
                                  reason="needs unshare (util-linux) and ip (iproute2): run scripts/apt.sh")
 
@@ -94,6 +98,7 @@ def test_config_refuses_more_ranks_than_devices_and_unsupported_combinations():
         load_train_config(None, {"strategy": "fsdp2", "world_size": 1, "estimator": estimator, "sft_steps": 2})
 
 
+@torchrun_alone
 @needs_netns
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_two_ranks_give_the_one_process_losses_and_weights(tmp_path, one_process, strategy):
@@ -102,6 +107,7 @@ def test_two_ranks_give_the_one_process_losses_and_weights(tmp_path, one_process
     assert_same(one_process, two)
 
 
+@torchrun_alone
 @needs_netns
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_two_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_path, one_process_critic_sft,
@@ -113,6 +119,7 @@ def test_two_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_p
 
 
 @pytest.mark.slow
+@torchrun_alone
 @needs_netns
 def test_two_fsdp2_ranks_match_one_process_with_a_learned_credit_model(tmp_path):
     # OPRL's implicit PRM lives on the leader, copied from the gathered (unsharded) policy weights
@@ -138,6 +145,7 @@ RENDEZVOUS = {  # the two ways docs/distributed.md launches several nodes
 }
 
 
+@torchrun_alone
 @needs_netns
 @pytest.mark.parametrize("rendezvous", sorted(RENDEZVOUS))
 def test_two_torchrun_nodes_give_the_one_process_losses_and_weights(tmp_path, one_process, rendezvous):
@@ -183,6 +191,7 @@ def one_process_lora(tmp_path_factory) -> tuple[dict, dict]:
     return result[0] | {"adapter": torch.load(tmp / "adapter.pt")}, result[1]
 
 
+@torchrun_alone
 @needs_netns
 def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path, one_process_lora):
     # PEFT's frozen base and trainable adapter sharded by fully_shard; an adapter-only sync gathers the adapter
@@ -200,6 +209,7 @@ def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path, one_pro
     assert saved.keys() == two[1].keys()
 
 
+@torchrun_alone
 @needs_netns
 def test_a_lora_checkpoint_of_two_fsdp2_ranks_resumes_on_one(tmp_path, one_process_lora):
     ranks(tmp_path, "a", 2, "--strategy", "fsdp2", "--updates", "2", "--set", "lora_rank=4",
@@ -210,6 +220,7 @@ def test_a_lora_checkpoint_of_two_fsdp2_ranks_resumes_on_one(tmp_path, one_proce
     assert resumed[0]["losses"][0] == pytest.approx(one_process_lora[0]["losses"][2], rel=1e-5)
 
 
+@torchrun_alone
 @needs_netns
 def test_sharded_checkpoint_resumes_across_world_sizes(tmp_path, one_process):
     # saved by 2 fsdp2 ranks after 2 updates, resumed by 1 process for the 3rd: the uninterrupted run's weights
@@ -261,6 +272,7 @@ def metric_rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+@torchrun_alone
 @needs_netns
 def test_killed_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
     config = tmp_path / "toy.yaml"
