@@ -40,7 +40,7 @@ from agentgym.errors import EnvInfraError
 from agentgym.runtime.proxy import ProxyEnv
 
 
-def _start_worker(name: str) -> tuple[subprocess.Popen, Connection]:
+def _start_worker(name: str, stderr: int | None = None) -> tuple[subprocess.Popen, Connection]:
     """A fresh ``python -m agentgym.runtime.worker`` holding one end of a socket pair.
 
     A new interpreter rather than a fork: the parent runs threads (the collector's pool, torch) that must not be
@@ -51,7 +51,7 @@ def _start_worker(name: str) -> tuple[subprocess.Popen, Connection]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
     try:
         proc = subprocess.Popen([sys.executable, "-m", "agentgym.runtime.worker", str(theirs.fileno()), name],
-                                pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+                                pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL, stderr=stderr)
     finally:
         theirs.close()
     return proc, Connection(ours.detach())

@@ -61,16 +61,14 @@ def worker_main(conn: Any) -> None:
             _send_error(conn, exc)
             return
         _serve(conn, env)
-        closing, env = env, None
-        with contextlib.suppress(Exception):
-            closing.close()
-        conn.send(("ok", None))  # the close is acknowledged once the env has closed
     except (*_PARENT_GONE, OSError):
         return
     finally:
         if env is not None:
             with contextlib.suppress(Exception):
                 env.close()
+    with contextlib.suppress(OSError):
+        conn.send(("ok", None))  # the close is acknowledged once the env has closed
 
 
 def _serve(conn: Any, env: Any) -> None:

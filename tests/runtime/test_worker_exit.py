@@ -3,13 +3,12 @@ the trainer's log, and an env holding outside resources (a container, a sandbox)
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from agentgym.runtime.process import _start_worker
 from tests.helpers.counter_env import CounterEnv
 
 
@@ -29,12 +28,7 @@ class SlowCountingEnv(CounterEnv):
 
 
 def start(tmp_path: Path) -> tuple[subprocess.Popen, Connection]:
-    ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-m", "agentgym.runtime.worker", str(theirs.fileno()), "test"],
-                            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, cwd=Path(__file__).resolve().parents[2])
-    theirs.close()
-    conn = Connection(ours.detach())
+    proc, conn = _start_worker("test", stderr=subprocess.PIPE)
     conn.send(("Slow-v0", f"{__name__}:SlowCountingEnv", {"mark": str(tmp_path / "closed")}))
     assert conn.recv()[0] == "ok"
     return proc, conn
@@ -44,7 +38,7 @@ def test_a_worker_whose_parent_left_mid_call_closes_its_env_and_ends_without_a_t
     proc, conn = start(tmp_path)
     conn.send(("reset", (), {}))
     conn.close()  # the parent is gone before the reply
-    _, stderr = proc.communicate(timeout=60)
+    stderr = proc.communicate(timeout=60)[1].decode()
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
     assert (tmp_path / "closed").read_text() == "closed"
 
@@ -56,5 +50,5 @@ def test_a_close_is_acknowledged_after_the_env_closed(tmp_path):
     conn.send(("close", (), {}))
     assert conn.recv() == ("ok", None)
     assert (tmp_path / "closed").read_text() == "closed"  # closed before the acknowledgement
-    _, stderr = proc.communicate(timeout=60)
+    stderr = proc.communicate(timeout=60)[1].decode()
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
