@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,6 +53,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.timeout(480)
 def test_a_killed_benchmark_leaves_no_run_behind(tmp_path):
     """`--jobs` workers end with the benchmark (SIGKILL included), so none keeps writing into --runs-dir."""
     import signal
@@ -63,10 +66,9 @@ def test_a_killed_benchmark_leaves_no_run_behind(tmp_path):
                               "--set", "group_size=4", "--set", "concurrency=8"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 300
         while not any((d / "metrics.jsonl").exists() for d in (tmp_path / "runs").glob("*")):
-            assert time.monotonic() < deadline and bench.poll() is None, "no run started"
-            time.sleep(1)
+            assert bench.poll() is None, "the benchmark ended before any run started"
+            time.sleep(1)  # a run that never starts meets the test's timeout
         workers = [p for p in _children(bench.pid) if _alive(p)]
         assert workers
         bench.send_signal(signal.SIGKILL)
