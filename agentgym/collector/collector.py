@@ -35,6 +35,7 @@ from typing import Any
 from agentgym import cost
 from agentgym.collector import replay as replaying
 from agentgym.collector.config import CollectorConfig, CollectResult, Task
+from agentgym.collector.env_slots import BUSY, EnvSlots
 from agentgym.collector.faults import (
     EpisodeFault,
     bounded,
@@ -99,13 +100,12 @@ class Collector:
         self._stop_ids = frozenset(getattr(self.policy, "stop_ids", ()) or (
             [self.tokenizer.eos_token_id] if self.tokenizer is not None else []))
         self._snapshots: dict[str, dict[int, Any]] = {}
-        self._idle_envs: list[Any] = []
-        self._live_envs = 0  #: envs made and not yet closed (idle, in use, or held by a paused episode)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=self.config.concurrency + 4,
                                                                thread_name_prefix="agentgym-env")
+        self._envs = EnvSlots(self.env_id, self._factory, self._executor, self.config.env_start_timeout_s,
+                              lambda: self.counters.turns, close_threads=self.config.concurrency)
         self._stopping = False
         self._template_warned = False
-        self._capacity_warned = False
         self._bar = CollectProgress(self.counters, 0, "", enabled=False)
 
     # ---- public API --------------------------------------------------------------
@@ -179,7 +179,7 @@ class Collector:
         except replaying.BranchError as exc:
             return exc.difference or TurnDifference(0, "error", "a replay", str(exc))
         finally:
-            await self._close_env(env)
+            await self._envs.close(env)
         return None
 
     def forget(self, episode_id: str) -> None:
@@ -188,9 +188,7 @@ class Collector:
 
     async def aclose(self) -> None:
         """Close idle envs and the worker threads (buffered partial episodes keep their envs)."""
-        envs, self._idle_envs = self._idle_envs, []
-        for env in envs:
-            await self._close_env(env)
+        await self._envs.aclose()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # ---- rounds ------------------------------------------------------------------------
@@ -298,14 +296,24 @@ class Collector:
 
     async def _start(self, run: EpisodeRun) -> None:
         began = time.perf_counter()
-        run.env_starts += not self._idle_envs
-        env = await self._acquire_env()
-        self._attach(run, env)
-        run.usage_start = cost.env_usage(env)
         ep = run.episode
         options = {"task_id": ep.task_id} if ep.task_id else None
-        observation, info = check_reset(await self._env_call("env.reset", env, "reset", seed=ep.seed,
-                                                             options=options))
+        busy_since = None
+        while True:  # an env whose server answers 'busy' at the first reset: nothing began, so wait for a session
+            run.env_starts += not self._envs.idle
+            env = await self._acquire_env()
+            self._attach(run, env)
+            run.usage_start = cost.env_usage(env)
+            try:
+                observation, info = check_reset(await self._env_call("env.reset", env, "reset", seed=ep.seed,
+                                                                     options=options))
+                break
+            except EpisodeFault as fault:
+                if fault.infra_kind != BUSY:
+                    raise
+                run.env = None
+                self._envs.drop(env)
+                busy_since = await self._envs.wait_after_busy(busy_since, fault.reason)
         run.setup_s += time.perf_counter() - began
         ep.task_id = str(info.get("task_id", ep.task_id))
         run.begin(observation, self.config.turns(self._env_turns).initial())
@@ -415,10 +423,9 @@ class Collector:
         env, run.env = run.env, None
         if env is not None:
             if ep.status == EpisodeStatus.ERROR or ep.failure == Failure.INFRA:
-                self._live_envs -= 1
-                self._executor.submit(_close_quietly, env)
+                self._envs.drop(env)
             else:
-                self._idle_envs.append(env)
+                self._envs.keep(env)
         self.counters.episodes += 1
         self.counters.errors += ep.status == EpisodeStatus.ERROR
         self._bar.advance()
@@ -433,52 +440,10 @@ class Collector:
                         f", explained by {check['explained_by']}" if check["explained_by"] else "")
 
     async def _acquire_env(self) -> Any:
-        await self._wait_for_capacity()
-        if self._idle_envs:
-            return self._idle_envs.pop()
-        self._live_envs += 1
-        making = self._executor.submit(self._factory)
-        try:
-            env = await bounded("env construction", asyncio.wrap_future(making), self.config.env_start_timeout_s)
-        except BaseException as exc:
-            self._live_envs -= 1
-            if isinstance(exc, EpisodeFault) or not isinstance(exc, Exception):  # a timeout or a cancellation:
-                making.add_done_callback(_close_when_made)  # the env may still come, a worker nobody would close
-                raise
-            raise EpisodeFault(f"making the env raised {describe(exc)}") from exc
+        env = await self._envs.acquire()
         if self._env_turns is None:
             self._env_turns = getattr(_inner(env), "max_turns", None)
         return env
-
-    async def _wait_for_capacity(self) -> None:
-        """Wait while every env session the factory can open is in use (an env cluster's replicas x session limit).
-
-        An episode waits for an env to come back rather than asking a full cluster for one more session (the
-        server would answer 'busy' and the episode would end as an infra failure). The wait ends with an
-        infra failure only when nothing moves (no turn taken, no env given back) for `env_start_timeout_s`.
-        """
-        capacity = _capacity(self._factory)
-        if capacity is None or self._idle_envs or self._live_envs < capacity:
-            return
-        if not self._capacity_warned:
-            self._capacity_warned = True
-            log.warning("%s: all %d env sessions are in use; episodes wait for one (start more env replicas or raise "
-                        "their session limit for more concurrency)", self.env_id, capacity)
-        bound = self.config.env_start_timeout_s
-        progress, since = (self.counters.turns, self._live_envs), time.monotonic()
-        while not self._idle_envs and self._live_envs >= (_capacity(self._factory) or capacity):
-            await asyncio.sleep(0.02)
-            if (self.counters.turns, self._live_envs) != progress:
-                progress, since = (self.counters.turns, self._live_envs), time.monotonic()
-            elif bound is not None and time.monotonic() - since > bound:
-                raise EpisodeFault(f"no env session of {self.env_id} came free in {bound:g}s: all {capacity} are in "
-                                   "use and no episode moved; start more env replicas or lower the concurrency",
-                                   infra_kind="env_capacity")
-
-    async def _close_env(self, env: Any) -> None:
-        """Close an env made by `_acquire_env` (its session goes back to the factory)."""
-        self._live_envs -= 1
-        await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, env)
 
 
 def _env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any],
@@ -516,22 +481,3 @@ def _inner(env: Any) -> Any:
 def _fingerprint(env: Any) -> str:
     inner = _inner(env)
     return inner.state_fingerprint() if isinstance(inner, AgentEnv) else ""
-
-
-def _capacity(factory: Any) -> int | None:
-    """How many envs `factory` can have open at once (an `EnvPool` knows; None: no limit known)."""
-    capacity = getattr(factory, "capacity", None)
-    return capacity() if callable(capacity) else None
-
-
-def _close_when_made(making: concurrent.futures.Future) -> None:
-    """Close an env whose construction finished after its episode gave up on it (a timeout, a cancellation)."""
-    if not making.cancelled() and making.exception() is None:
-        _close_quietly(making.result())
-
-
-def _close_quietly(env: Any) -> None:
-    try:
-        env.close()
-    except Exception:
-        log.debug("closing an env failed", exc_info=True)

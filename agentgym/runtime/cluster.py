@@ -397,6 +397,16 @@ class EnvPool:
             limits = [self._limit(e) for e in self.endpoints()]
         return None if None in limits else sum(limits)
 
+    def free(self) -> int | None:
+        """Sessions `claim` can open now: free below the limits of the live replicas (a replica known to be down
+        offers none). None while a limit is still unknown (see `capacity`)."""
+        endpoints = self.live_endpoints()
+        with self._lock:
+            limits = {e: self._limit(e) for e in endpoints}
+            if None in limits.values():
+                return None
+            return sum(max(0, limit - self._open.get(e, 0)) for e, limit in limits.items())
+
     def _probe(self, endpoint: str) -> None:
         """Learn a fixed endpoint's session limit from its handshake (opens no session); unreachable: unknown."""
         try:

@@ -158,3 +158,30 @@ def test_a_killed_replica_gets_no_new_envs_until_it_is_replaced():
         assert cluster.check() == 1 and len(pool.live_endpoints()) == 2
         for env in idle + fresh:
             env.close()
+
+
+async def test_a_killed_replica_that_leaves_the_rest_full_makes_episodes_wait_not_fail_busy():
+    """Two replicas of one session each, the first's container killed mid-collection and not replaced (no watch):
+    only the episode it held is lost; every later episode waits for the live replica's session instead of
+    failing 'every env server replica ... is at its session limit' one after another, and no slot stays counted."""
+    from agentgym.sandboxes.docker import client
+
+    with EnvCluster("Maze-v0", replicas=2, max_sessions=1) as cluster:
+        pool = EnvPool(cluster)
+        victim = cluster.members[0]
+        calls = {"n": 0}
+
+        def killing_solver(messages, env):
+            """Scripted (labelled): the solver; the first replica's container is killed at the 3rd call."""
+            calls["n"] += 1
+            if calls["n"] == 3:
+                client().api.kill(victim.container_id)
+            return env.unwrapped.solver_action() if env.url != victim.endpoint or calls["n"] < 3 else "x"
+
+        collector = Collector(pool, killing_solver, concurrency=2, env_start_timeout_s=60, progress=False)
+        episodes = (await collector.collect([Task(f"easy-{i}", seed=i) for i in range(8)])).episodes
+        await collector.aclose()
+        lost = [e for e in episodes if e.status != EpisodeStatus.COMPLETE]
+        assert len(episodes) == 8 and len(lost) <= 1, [e.error for e in lost]
+        assert all(e.failure == Failure.INFRA and "session limit" not in e.error for e in lost), lost[0].error
+        assert sum(pool.load().values()) == 0, pool.load()

@@ -7,6 +7,7 @@ Policies are scripted (labelled): Maze-v0's built-in solver.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import httpx
@@ -256,3 +257,26 @@ async def test_a_training_config_points_the_collectors_at_env_servers(maze):
         TrainConfig(env="Maze-v0", env_endpoints=["127.0.0.1:8000"])
     with pytest.raises(Exception, match="not both"):
         TrainConfig(env="Maze-v0", env_endpoints=[maze.url], env_cluster={"replicas": 2})
+
+
+async def test_a_session_held_by_another_client_makes_the_episode_wait_and_then_fail_clearly():
+    """The server's only session is another client's: the collector's first reset meets 'busy'. Nothing began, so
+    the episode waits and asks again; it completes once the other client lets go, and fails with a message that
+    says what to do only when no session comes free within env_start_timeout_s."""
+    with served("Maze-v0", "--max-sessions", "1") as server:
+        other = RemoteEnv(server.url)
+        other.reset(seed=0)
+        threading.Timer(1.5, other.close).start()
+        collector = Collector(server.url, solver, concurrency=1, progress=False)
+        waited = (await collector.collect([Task("easy-0", seed=0)])).episodes
+        await collector.aclose()
+        assert [e.status for e in waited] == [EpisodeStatus.COMPLETE], waited[0].error
+
+        other = RemoteEnv(server.url)
+        other.reset(seed=0)
+        collector = Collector(server.url, solver, concurrency=1, env_start_timeout_s=1.0, progress=False)
+        failed = (await collector.collect([Task("easy-0", seed=0)])).episodes
+        await collector.aclose()
+        other.close()
+    assert failed[0].status == EpisodeStatus.ERROR and failed[0].failure == Failure.INFRA
+    assert "no env session of" in failed[0].error and "start more env replicas" in failed[0].error

@@ -39,11 +39,11 @@ async def test_a_non_thread_safe_text_game_runs_at_concurrency_16_in_reused_work
     collector = Collector(TEXTWORLD, walkthrough, store, env_kwargs={"game_file": game}, concurrency=16,
                           progress=False)
     first = await collector.collect([Task(seed=i) for i in range(16)])
-    workers = {env.pid for env in collector._idle_envs}
-    assert all(isinstance(env, ProcessEnv) for env in collector._idle_envs) and 1 < len(workers) <= 16
-    assert all(env.action_format == "free_text" for env in collector._idle_envs)  # declared in the worker
+    workers = {env.pid for env in collector._envs.idle}
+    assert all(isinstance(env, ProcessEnv) for env in collector._envs.idle) and 1 < len(workers) <= 16
+    assert all(env.action_format == "free_text" for env in collector._envs.idle)  # declared in the worker
     second = await collector.collect([Task(seed=i) for i in range(16, 20)])
-    assert {env.pid for env in collector._idle_envs} <= workers  # the same processes played the next episodes
+    assert {env.pid for env in collector._envs.idle} <= workers  # the same processes played the next episodes
     episodes = first.episodes + second.episodes
     assert len(episodes) == 20 and store.count() == 20
     assert all(e.status == EpisodeStatus.COMPLETE and e.total_reward == 1.0 for e in episodes), \
