@@ -30,6 +30,22 @@ def solver(messages, env):
     return env.unwrapped.solver_action()
 
 
+def killing_solver(victim, at: int):
+    """Scripted policy (labelled): the solver, which kills `victim`'s container at its `at`-th call and answers
+    the victim's envs with a wrong move from then on."""
+    from agentgym.sandboxes.docker import client
+
+    calls = {"n": 0}
+
+    def policy(messages, env):
+        calls["n"] += 1
+        if calls["n"] == at:
+            client().api.kill(victim.container_id)
+        return env.unwrapped.solver_action() if env.url != victim.endpoint or calls["n"] < at else "x"
+
+    return policy
+
+
 @pytest.fixture(scope="module")
 def sql_cluster():
     with EnvCluster("SQL-v0", replicas=2, max_sessions=8) as cluster:
@@ -57,20 +73,9 @@ def test_tools_with_its_mcp_server_inside_the_container():
 
 
 async def test_the_pool_spreads_sessions_and_a_killed_container_ends_only_its_episodes(sql_cluster):
-    from agentgym.sandboxes.docker import client
-
     pool = EnvPool(sql_cluster)
     victim = sql_cluster.members[0]
-    calls = {"n": 0}
-
-    def killing_solver(messages, env):
-        """Scripted (labelled): the solver; the first replica's container is killed at the 4th call."""
-        calls["n"] += 1
-        if calls["n"] == 4:
-            client().api.kill(victim.container_id)
-        return env.unwrapped.solver_action() if env.url != victim.endpoint or calls["n"] < 4 else "x"
-
-    collector = Collector(pool, killing_solver, concurrency=8, progress=False)
+    collector = Collector(pool, killing_solver(victim, at=4), concurrency=8, progress=False)
     first = (await collector.collect([Task("shop-easy-0", seed=i) for i in range(8)])).episodes
     # spread evenly over the two replicas; an env made after the kill (a loaded machine) goes to the live one,
     # and a reset the killed replica refused moves there too (then both replicas counted it once)
@@ -164,21 +169,11 @@ async def test_a_killed_replica_that_leaves_the_rest_full_makes_episodes_wait_no
     """Two replicas of one session each, the first's container killed mid-collection and not replaced (no watch):
     only the episode it held is lost; every later episode waits for the live replica's session instead of
     failing 'every env server replica ... is at its session limit' one after another, and no slot stays counted."""
-    from agentgym.sandboxes.docker import client
-
     with EnvCluster("Maze-v0", replicas=2, max_sessions=1) as cluster:
         pool = EnvPool(cluster)
         victim = cluster.members[0]
-        calls = {"n": 0}
-
-        def killing_solver(messages, env):
-            """Scripted (labelled): the solver; the first replica's container is killed at the 3rd call."""
-            calls["n"] += 1
-            if calls["n"] == 3:
-                client().api.kill(victim.container_id)
-            return env.unwrapped.solver_action() if env.url != victim.endpoint or calls["n"] < 3 else "x"
-
-        collector = Collector(pool, killing_solver, concurrency=2, env_start_timeout_s=60, progress=False)
+        collector = Collector(pool, killing_solver(victim, at=3), concurrency=2, env_start_timeout_s=60,
+                              progress=False)
         episodes = (await collector.collect([Task(f"easy-{i}", seed=i) for i in range(8)])).episodes
         await collector.aclose()
         lost = [e for e in episodes if e.status != EpisodeStatus.COMPLETE]
