@@ -159,6 +159,7 @@ class RemoteEnv(ProxyEnv):
 
     def _connect_ws(self, session: str) -> Any:
         client = require("websockets.sync.client", extra="serve", what="RemoteEnv")
+        from websockets.exceptions import WebSocketException
         path = f"/v1/sessions/{session}/ws"
         options = {"open_timeout": self._connect_timeout_s, "max_size": 64 * 1024 * 1024, "compression": None}
         try:
@@ -167,9 +168,9 @@ class RemoteEnv(ProxyEnv):
             else:
                 ws = client.connect(self._base.replace("http", "ws", 1) + path, **options)
             return ws.__enter__()  # the connection stays open until _drop_session closes it
-        except (OSError, TimeoutError) as exc:
-            raise EnvInfraError(f"cannot open the WebSocket of session {session} at {self.url}: {exc}",
-                                kind="connection_refused") from None
+        except (OSError, TimeoutError, WebSocketException) as exc:  # a server that died mid-handshake: the latter
+            raise EnvInfraError(f"cannot open the WebSocket of session {session} at the env server at {self.url}: "
+                                f"{type(exc).__name__}: {exc}", kind="connection_refused") from None
 
     def _drop_session(self, delete: bool) -> None:
         ws, session, self._ws, self._session = self._ws, self._session, None, None
@@ -188,7 +189,7 @@ class RemoteEnv(ProxyEnv):
         with self._lock:
             if self._ws is None:
                 if method != "reset":
-                    raise EnvInfraError(f"no open session at {self.url} (it was lost or closed); call reset() to "
+                    raise EnvInfraError(f"no open session at the env server at {self.url} (it was lost or closed); call reset() to "
                                         "open a new one", kind="session_lost")
                 self._open_session()
             reply = self._exchange({"id": next(self._ids), "method": method, "args": list(args), "kwargs": kwargs,

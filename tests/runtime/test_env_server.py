@@ -236,7 +236,7 @@ async def test_a_server_killed_during_a_collection_ends_only_the_episodes_in_fli
     assert episodes and all(e.failure == Failure.INFRA for e in episodes if e.status != EpisodeStatus.COMPLETE)
     lost = [e for e in episodes if e.failure == Failure.INFRA]
     assert lost and all(e.status in (EpisodeStatus.TRUNCATED, EpisodeStatus.ERROR) for e in lost)
-    assert all("env server" in e.error for e in lost)
+    assert all("env server" in e.error for e in lost), [e.error for e in lost]
 
 
 async def test_a_training_config_points_the_collectors_at_env_servers(maze):
@@ -280,3 +280,24 @@ async def test_a_session_held_by_another_client_makes_the_episode_wait_and_then_
         other.close()
     assert failed[0].status == EpisodeStatus.ERROR and failed[0].failure == Failure.INFRA
     assert "no env session of" in failed[0].error and "start more env replicas" in failed[0].error
+
+
+def test_a_server_that_dies_during_the_websocket_handshake_is_an_infra_error_naming_the_env_server(maze):
+    """The session's WebSocket meets a server that closes the connection before answering (it died between opening
+    the session and the handshake): an EnvInfraError that names the env server, not a websockets exception."""
+    import socket
+
+    env = RemoteEnv(maze.url)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def close_at_once():
+        conn, _ = listener.accept()
+        conn.close()
+
+    threading.Thread(target=close_at_once, daemon=True).start()
+    env._base = f"http://127.0.0.1:{listener.getsockname()[1]}"  # the handshake goes to the dying server
+    with pytest.raises(EnvInfraError, match="cannot open the WebSocket of session s at the env server") as caught:
+        env._connect_ws("s")
+    assert caught.value.kind == "connection_refused"
+    listener.close()
+    env.close()
