@@ -249,13 +249,16 @@ def wait_or_kill(proc: subprocess.Popen, kill: dict[str, float] | None, began: f
     return proc.returncode
 
 
-def stop_session(tag: str, wait_s: float = 60.0) -> list[dict[str, Any]]:
+def stop_session(tag: str, wait_s: float = 120.0) -> list[dict[str, Any]]:
     """After the driver ended: wait for its local cluster to go (Ray's processes share the driver's fate), then
     SIGKILL what is left of it (tagged with `tag`), so that the next segment starts clean; returns what was left
     (pid, parent pid, command line), so that a leak names its processes.
 
-    `wait_s`: on a quiet 2-core machine the cluster is gone within seconds of the driver's SIGKILL; at the end
-    of a 35-minute CI run two processes were still there after 30 s (unnamed then), so a minute."""
+    `wait_s`: most of the cluster is gone within seconds of the driver's SIGKILL, but not Ray's dashboard agent:
+    when its raylet dies unexpectedly it first reports the raylet's last log lines through the GCS
+    (`ray._private.process_watcher.report_raylet_error_logs`), and the GCS died with the driver, so that call
+    retries for Ray's GCS reconnect timeout (`gcs_rpc_server_reconnect_timeout_s`, 60 s) before the agent exits.
+    In CI it was still there after a 60 s wait (named: `ray::DashboardAgent`, parent 1); twice that."""
     deadline = time.monotonic() + wait_s
     while (left := tagged(tag)) and time.monotonic() < deadline:
         time.sleep(0.5)
