@@ -56,19 +56,20 @@ class EnvSlots:
             making = self._executor.submit(self._factory)
             try:
                 return await bounded("env construction", asyncio.wrap_future(making), self._start_timeout_s)
-            except EnvInfraError as exc:
-                self.live -= 1
-                if exc.kind != BUSY:
-                    raise EpisodeFault(f"making the env: {exc.reason}", infra_kind=exc.kind) from exc
-                busy_since = await self.wait_after_busy(busy_since, exc.reason)
             except BaseException as exc:
                 self.live -= 1
-                if isinstance(exc, EpisodeFault) or not isinstance(exc, Exception):  # a timeout or a cancellation:
-                    making.add_done_callback(_close_when_made)  # the env may still come, a worker nobody would close
-                    raise
-                raise EpisodeFault(f"making the env raised {describe(exc)}") from exc
+                failure = exc
             finally:
                 self._making -= 1
+            if isinstance(failure, EnvInfraError):
+                if failure.kind != BUSY:
+                    raise EpisodeFault(f"making the env: {failure.reason}", infra_kind=failure.kind) from failure
+                busy_since = await self.wait_after_busy(busy_since, failure.reason)
+            elif isinstance(failure, EpisodeFault) or not isinstance(failure, Exception):  # a timeout, a cancel:
+                making.add_done_callback(_close_when_made)  # the env may still come, a worker nobody would close
+                raise failure
+            else:
+                raise EpisodeFault(f"making the env raised {describe(failure)}") from failure
 
     async def wait_after_busy(self, since: float | None, reason: str) -> float:
         """Pause before asking again after a 'busy' answer; an episode error once `env_start_timeout_s` has passed
