@@ -58,6 +58,7 @@ import agentgym  # noqa: E402
 from agentgym import Episode, TrajectoryStore  # noqa: E402
 from agentgym.credit import ESTIMATORS, compute_credit  # noqa: E402
 from agentgym.errors import ConfigError  # noqa: E402
+from bench.estimator_specs import parse_spec, split_specs  # noqa: E402
 
 DEFAULT = "trained,grpo,rloo,gigpo,gigpo.step"
 FIGURES = ("auc", "state_auc", "state_sep", "right_mass", "good_mean", "bad_mean", "adv_std")
@@ -75,18 +76,10 @@ class Batch:
 
 def parse_estimator(spec: str) -> tuple[str, str, dict[str, Any]]:
     """'gigpo:omega=0.5,gamma=0.8' -> (label, name, params); values parsed as YAML scalars."""
-    import yaml
-
-    name, _, rest = spec.partition(":")
+    name, params = parse_spec(spec)
     base = name.split(".")[0]
     if base != "trained" and base not in ESTIMATORS:
         raise ConfigError(f"unknown estimator {base!r} in --estimators; known: trained, {', '.join(sorted(ESTIMATORS))}")
-    params: dict[str, Any] = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError(f"--estimators {spec!r}: parameters are written k=v, got {item!r}")
-        params[key.strip()] = yaml.safe_load(value)
     return spec, name, params
 
 
@@ -275,7 +268,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:
-        specs = [parse_estimator(s) for s in _split(args.estimators)]
+        specs = [parse_estimator(s) for s in split_specs(args.estimators)]
         store, run_name = open_store(args.store)
         run = pick_run(store, args.run or run_name)
         batches = load_batches(store, run, args.include_dropped)
@@ -307,19 +300,6 @@ def main() -> None:
         table.add_row(label, *(("-" if row[k] is None else f"{row[k]:.3f}") for k in
                                FIGURES))
     Console(width=None if sys.stdout.isatty() else 160).print(table)
-
-
-def _split(text: str) -> list[str]:
-    """Entries are comma-separated unless they carry parameters: 'grpo,gigpo:omega=0.5,gamma=0.8;rloo'."""
-    out = []
-    for chunk in text.split(";"):
-        head, colon, rest = chunk.partition(":")
-        if colon:
-            *plain, last = head.split(",")
-            out += [p for p in plain if p] + [f"{last}:{rest}"]
-        else:
-            out += [p for p in chunk.split(",") if p]
-    return [s.strip() for s in out]
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/learning.py                                         # every estimator, both envs, 5 seeds
     python bench/learning.py --estimators grpo,gigpo --envs KeyDoor-v0 --seeds 2 --updates 30
+    python bench/learning.py --estimators "grpo,gigpo,gigpo:gamma=0.8"     # a variant beside its recipe
     python bench/learning.py --json                                  # one JSON object (shape below)
     python bench/learning.py --updates 1 --seeds 1 --estimators grpo --set sft_steps=2 --json   # smoke scale
     python bench/learning.py --jobs 8 --torch-threads 1 --json       # 8 runs at once (a machine with many cores)
@@ -16,8 +17,11 @@ cuts is reported as cut. No estimator is tuned per seed: each runs with its docs
 defaults and its recipe's settings. The SFT warm start is done once per env and seed and shared by every
 estimator of that seed: the same policy, bit for bit, that a run's own warm start leaves, so estimators
 are compared from one starting point (a paired comparison) and the warm start, which on KeyDoor-v0's
-medium level costs about ten updates, is paid once per seed. `--fresh-warm-starts` gives each run its
-own; a `--runs-dir` that already holds the warm start of a key (from an earlier benchmark) lends it again.
+medium level costs about ten updates, is paid once per seed; with `--jobs`, a seed's runs start as soon as
+its warm start is done, beside the other seeds' warm starts. `--fresh-warm-starts` gives each run its own;
+a `--runs-dir` that already holds the warm start of a key (from an earlier benchmark) lends it again. An
+estimator may carry parameters over its recipe's (`gigpo:gamma=0.8`): the spec is its label in the table
+and the JSON, so variants of one estimator are compared from the same warm starts on the same tasks.
 
 Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates):
 updates and env steps (turns collected) until held-out success first reaches 0.5 and 0.8, the final
@@ -51,6 +55,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -67,6 +72,7 @@ from rich.table import Table  # noqa: E402
 
 from agentgym.config import load_train_config, parse_overrides  # noqa: E402
 from agentgym.errors import ConfigError  # noqa: E402
+from bench.estimator_specs import parse_spec, split_specs  # noqa: E402
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 #: env id -> the recipe file whose env section (and warm start) the benchmark uses
@@ -106,13 +112,24 @@ def env_section(env_id: str) -> dict[str, object]:
     return {k: getattr(cfg, k) for k in ENV_KEYS if k in cfg.model_fields_set}
 
 
+def run_name(env_id: str, estimator: str, seed: int) -> str:
+    """The run's directory name; an estimator spec's parameters become part of it ('gigpo-gamma_0.8')."""
+    return f"{env_id}-{re.sub(r'[^A-Za-z0-9._-]+', '_', estimator.replace(':', '-'))}-s{seed}"
+
+
 def run_config(env_id: str, estimator: str, seed: int, args: argparse.Namespace, out: Path) -> Any:
-    """The benchmark's config of one run (the estimator's recipe, the benchmark env's section, the budget)."""
-    overrides = {**env_section(env_id), "name": f"{env_id}-{estimator}-s{seed}", "output_dir": str(out),
+    """The benchmark's config of one run (the estimator's recipe, the benchmark env's section, the budget);
+    `estimator` is a spec, its parameters (`gigpo:gamma=0.8`) override the recipe's `estimator_params`."""
+    name, params = parse_spec(estimator)
+    overrides = {**env_section(env_id), "name": run_name(env_id, estimator, seed), "output_dir": str(out),
                  "seed": seed, "updates": args.updates, "drop_zero_variance": False, "eval_tasks": args.eval_tasks,
                  "eval_every": args.eval_every, "checkpoint_every": 0, "tensorboard": False, "plot": False,
                  "time_limit_s": args.time_limit, "torch_threads": args.torch_threads, **args.overrides}
-    return load_train_config(ROOT / "configs" / f"{estimator}.yaml", overrides)
+    cfg = load_train_config(ROOT / "configs" / f"{name}.yaml", overrides)
+    if params:
+        overrides["estimator_params"] = {**cfg.estimator_params, **params}
+        cfg = load_train_config(ROOT / "configs" / f"{name}.yaml", overrides)
+    return cfg
 
 
 def warm_start_key(cfg: Any) -> str:
@@ -191,63 +208,85 @@ def run_isolated(env_id: str, estimator: str, seed: int, args: argparse.Namespac
     return run_one(env_id, estimator, seed, args, Path(out), console, warm)
 
 
-def in_workers(fn: Any, items: list[tuple[Any, ...]], args: argparse.Namespace, report: Any) -> list[Any]:
-    """`fn(*item)` for every item, `args.jobs` at once, each in a fresh process (in this one for `--jobs 1`);
-    results in item order."""
-    if args.jobs <= 1:
-        results = []
-        for item in items:
-            results.append(fn(*item))
-            report(results[-1])
-        return results
-    spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
-                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(fn, *item): i for i, item in enumerate(items)}
-        done: dict[int, Any] = {}
-        for future in concurrent.futures.as_completed(futures):
-            done[futures[future]] = future.result()  # a run that raised stops the benchmark with its error
-            report(done[futures[future]])
-    return [done[i] for i in range(len(items))]
-
-
-def warm_starts(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Path,
-                console: Console) -> dict[str, str]:
-    """One warm start per distinct key of the plan's runs (every estimator of one env and seed, with the
-    shared CPU recipe): key -> policy directory. Skipped for runs without SFT."""
-    firsts: dict[str, tuple[str, str, int]] = {}
-    for env_id, name, seed in plan:
-        cfg = run_config(env_id, name, seed, args, out)
-        if cfg.sft_steps:
-            firsts.setdefault(warm_start_key(cfg), (env_id, name, seed))
-    if not firsts:
-        return {}
-
-    def report(done: tuple[str, str, float]) -> None:
-        console.print(f"warm start {done[0]}: " + (f"{done[2]:.0f} s" if done[2] else f"kept from {done[1]}"))
-
-    console.print(f"{len(firsts)} shared warm start(s) for {len(plan)} runs")
-    results = in_workers(warm_start_one, [(*item, args, str(out)) for item in firsts.values()], args, report)
-    return {key: policy for key, policy, _ in results}
+def warm_start_keys(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Path) -> dict[tuple, str | None]:
+    """Per run of the plan, the key of the warm start it shares (None: no SFT, or `--fresh-warm-starts`)."""
+    keys: dict[tuple, str | None] = {}
+    for item in plan:
+        cfg = run_config(*item, args, out)
+        keys[item] = warm_start_key(cfg) if cfg.sft_steps and not args.fresh_warm_starts else None
+    return keys
 
 
 def run_all(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Path,
             console: Console) -> list[RunOutcome]:
-    """Every (env, estimator, seed) of `plan`, one at a time or `args.jobs` at once; outcomes in plan order."""
-    def report(o: RunOutcome) -> None:
-        console.print(f"[bold]{o.env} {o.estimator}[/] seed {o.seed}: held-out {[round(s, 2) for _, _, s in o.evals]}, "
-                      f"final {o.final:.2f}, {o.wall_s:.0f} s ({o.stopped_by})")
-
-    warm = None if args.fresh_warm_starts else warm_starts(plan, args, out, console)
+    """Every (env, estimator, seed) of `plan`, one at a time or `args.jobs` at once; outcomes in plan order.
+    One warm start per distinct key (every estimator of one env and seed, with the shared CPU recipe); a
+    run starts as soon as its own warm start is done, so with `--jobs` the first seed's runs overlap the
+    other seeds' warm starts."""
+    keys = warm_start_keys(plan, args, out)
+    firsts: dict[str, tuple[str, str, int]] = {}
+    for item, key in keys.items():
+        if key is not None:
+            firsts.setdefault(key, item)
+    if firsts:
+        console.print(f"{len(firsts)} shared warm start(s) for {len(plan)} runs")
     if args.jobs <= 1:
-        outcomes = []
-        for env_id, name, seed in plan:
-            console.print(f"[bold]{env_id} {name}[/] seed {seed}: {args.updates} updates ...")
-            outcomes.append(run_one(env_id, name, seed, args, out, console, warm))
-            report(outcomes[-1])
-        return outcomes
+        return _one_at_a_time(plan, keys, firsts, args, out, console)
     console.print(f"{len(plan)} runs, {args.jobs} at once ({args.torch_threads} torch thread(s) each)")
-    return in_workers(run_isolated, [(*item, args, str(out), warm) for item in plan], args, report)
+    return _pipelined(plan, keys, firsts, args, out, console)
+
+
+def _report_warm_start(console: Console, done: tuple[str, str, float]) -> None:
+    console.print(f"warm start {done[0]}: " + (f"{done[2]:.0f} s" if done[2] else f"kept from {done[1]}"))
+
+
+def _report_run(console: Console, o: RunOutcome) -> None:
+    console.print(f"[bold]{o.env} {o.estimator}[/] seed {o.seed}: held-out {[round(s, 2) for _, _, s in o.evals]}, "
+                  f"final {o.final:.2f}, {o.wall_s:.0f} s ({o.stopped_by})")
+
+
+def _one_at_a_time(plan: list[tuple[str, str, int]], keys: dict[tuple, str | None], firsts: dict[str, tuple],
+                   args: argparse.Namespace, out: Path, console: Console) -> list[RunOutcome]:
+    warm: dict[str, str] = {}
+    outcomes = []
+    for item in plan:
+        key = keys[item]
+        if key is not None and key not in warm:
+            done = warm_start_one(*firsts[key], args, str(out))
+            warm[key] = done[1]
+            _report_warm_start(console, done)
+        console.print(f"[bold]{item[0]} {item[1]}[/] seed {item[2]}: {args.updates} updates ...")
+        outcomes.append(run_one(*item, args, out, console, warm if key is not None else None))
+        _report_run(console, outcomes[-1])
+    return outcomes
+
+
+def _pipelined(plan: list[tuple[str, str, int]], keys: dict[tuple, str | None], firsts: dict[str, tuple],
+               args: argparse.Namespace, out: Path, console: Console) -> list[RunOutcome]:
+    """`args.jobs` fresh processes at once: every warm start first, each run once its warm start is done."""
+    spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
+    done: dict[tuple, RunOutcome] = {}
+    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
+                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+        def start_runs(key: str | None, policy: str | None) -> dict[concurrent.futures.Future, tuple]:
+            warm = {key: policy} if key is not None else None
+            return {pool.submit(run_isolated, *item, args, str(out), warm): ("run", item)
+                    for item in plan if keys[item] == key}
+
+        pending = {pool.submit(warm_start_one, *item, args, str(out)): ("warm", key) for key, item in firsts.items()}
+        pending.update(start_runs(None, None))
+        while pending:
+            finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                kind, what = pending.pop(future)
+                result = future.result()  # a warm start or run that raised stops the benchmark with its error
+                if kind == "warm":
+                    _report_warm_start(console, result)
+                    pending.update(start_runs(what, result[1]))
+                else:
+                    done[what] = result
+                    _report_run(console, result)
+    return [done[item] for item in plan]
 
 
 def merge(paths: list[str]) -> dict[str, object]:
@@ -378,7 +417,8 @@ def parse_sets(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, o
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--estimators", default=",".join(ESTIMATORS))
+    parser.add_argument("--estimators", default=",".join(ESTIMATORS), help="comma-separated; an estimator with "
+                        "parameters over its recipe's ends at ';': 'grpo,gigpo:gamma=0.8,omega=0.5;gigpo'")
     parser.add_argument("--envs", default=",".join(ENV_SECTIONS))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed .. first-seed + seeds - 1")
@@ -413,10 +453,18 @@ def main() -> None:
     unknown = [e for e in envs if e not in ENV_SECTIONS]
     if unknown:
         parser.error(f"unknown benchmark env(s) {unknown}; choose from {sorted(ENV_SECTIONS)}")
-    names = [n.strip() for n in args.estimators.split(",") if n.strip()]
-    for name in names:  # a typo fails here, before any run, not after an hour of others
-        if not (ROOT / "configs" / f"{name}.yaml").exists():
-            parser.error(f"no recipe configs/{name}.yaml for estimator {name!r}; choose from {list(ESTIMATORS)}")
+    names = split_specs(args.estimators)
+    for spec in names:  # a typo fails here, before any run, not after an hour of others
+        try:
+            name, _ = parse_spec(spec)
+            if not (ROOT / "configs" / f"{name}.yaml").exists():
+                parser.error(f"no recipe configs/{name}.yaml for estimator {name!r}; choose from {list(ESTIMATORS)}")
+            for env_id in envs:  # the parameters, against the estimator registry
+                run_config(env_id, spec, args.first_seed, args, Path(tempfile.gettempdir()))
+        except ConfigError as exc:
+            parser.error(f"--estimators {spec!r}: {exc}")
+    if len(set(names)) < len(names):
+        parser.error(f"--estimators names an estimator twice: {names}")
     args.eval_every = min(args.eval_every, args.updates)
     plan = [(env_id, name, seed) for env_id in envs for name in names
             for seed in range(args.first_seed, args.first_seed + args.seeds)]

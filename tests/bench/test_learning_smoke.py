@@ -63,25 +63,54 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
     b = load_file(str(shared / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo,gigpo",
-                           "--envs", "KeyDoor-v0", "--updates", "1", "--seeds", "1", "--eval-tasks", "2", "--plot", "",
+    # two runs at once (the warm start first, then both runs), GiGPO once more with a parameter of its own
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators",
+                           "grpo,gigpo,gigpo:gamma=0.8", "--envs", "KeyDoor-v0", "--updates", "1", "--seeds", "1",
+                           "--jobs", "2", "--torch-threads", "1", "--eval-tasks", "2", "--plot", "",
                            "--runs-dir", str(tmp_path / "runs"), "--set", "sft_steps=2", "--set", "sft_episodes=2",
                            "--set", "groups_per_batch=2", "--set", "group_size=4", "--set", "concurrency=8", "--json"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "1 shared warm start(s) for 2 runs" in done.stderr
-    configs = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("KeyDoor-v0-*-s0/run_config.json")]
-    assert sorted(c["estimator"] for c in configs) == ["gigpo", "grpo"]
-    assert all(c["sft_steps"] == 0 and c["model"].endswith("checkpoints/sft/policy") for c in configs)
-    assert len({c["model"] for c in configs}) == 1
+    assert "1 shared warm start(s) for 3 runs" in done.stderr
+    assert set(json.loads(done.stdout)["envs"]["KeyDoor-v0"]) == {"grpo", "gigpo", "gigpo:gamma=0.8"}
+    configs = {p.parent.name: json.loads(p.read_text())
+               for p in (tmp_path / "runs").glob("KeyDoor-v0-*-s0/run_config.json")}
+    assert sorted(configs) == ["KeyDoor-v0-gigpo-gamma_0.8-s0", "KeyDoor-v0-gigpo-s0", "KeyDoor-v0-grpo-s0"]
+    assert configs["KeyDoor-v0-gigpo-gamma_0.8-s0"]["estimator_params"] == {"omega": 1.0, "gamma": 0.8}
+    assert configs["KeyDoor-v0-gigpo-s0"]["estimator_params"]["gamma"] == 0.95
+    assert all(c["sft_steps"] == 0 and c["model"].endswith("checkpoints/sft/policy") for c in configs.values())
+    assert len({c["model"] for c in configs.values()}) == 1
 
     # a later benchmark on the same runs directory lends the kept warm start again
-    again = subprocess.run([*done.args[:3], "rloo", *done.args[4:]], capture_output=True, text=True, timeout=600,
-                           cwd=ROOT)
+    again = subprocess.run([*done.args[:3], "rloo", *done.args[4:10], *done.args[14:]], capture_output=True,
+                           text=True, timeout=600, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "kept from" in again.stderr
     rloo = json.loads((tmp_path / "runs" / "KeyDoor-v0-rloo-s0" / "run_config.json").read_text())
-    assert rloo["model"] == configs[0]["model"]
+    assert rloo["model"] == configs["KeyDoor-v0-grpo-s0"]["model"]
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("gigpo:gama=0.8", "gama"),  # a typo in a parameter: the estimator registry names what it takes
+    ("gigpo:gamma", "key=value"),
+    ("gigpoo", "configs/gigpoo.yaml"),
+    ("grpo,grpo", "twice"),
+])
+def test_a_bad_estimator_spec_is_refused_before_any_run(tmp_path, spec, words):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", spec, "--envs",
+                           "KeyDoor-v0", "--runs-dir", str(tmp_path / "runs"), "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and words in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_estimator_specs_split_at_commas_unless_they_carry_parameters():
+    sys.path.insert(0, str(ROOT))
+    from bench.estimator_specs import parse_spec, split_specs
+
+    assert split_specs("grpo, gigpo:omega=0.5,gamma=0.8;rloo,gae") == ["grpo", "gigpo:omega=0.5,gamma=0.8", "rloo", "gae"]
+    assert parse_spec("gigpo:omega=0.5,gamma=0.8") == ("gigpo", {"omega": 0.5, "gamma": 0.8})
+    assert parse_spec("trace:allocation=uniform") == ("trace", {"allocation": "uniform"})
 
 
 def _children(pid: int) -> list[int]:
