@@ -381,28 +381,38 @@ def print_table(data: dict[str, object], console: Console, args: argparse.Namesp
 
 
 def plot(outcomes: list[RunOutcome], path: Path) -> None:
+    """Every run's held-out curve (top row, one panel per env) and its training batch success per update
+    (bottom row): estimators of one seed train on the same tasks, so the bottom row is the paired view."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     envs = sorted({o.env for o in outcomes})
-    names = sorted({o.estimator for o in outcomes}, key=lambda n: (ESTIMATORS + (n,)).index(n))
+    names = sorted({o.estimator for o in outcomes}, key=lambda n: (ESTIMATORS.index(n) if n in ESTIMATORS
+                                                                   else len(ESTIMATORS), n))
     colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
-    for ax, env_id in zip(axes[0], envs, strict=True):
-        for o in (o for o in outcomes if o.env == env_id):
-            ax.plot([u for u, _, _ in o.evals], [s for _, _, s in o.evals], "o-", ms=3, alpha=0.8,
-                    color=colours[o.estimator], label=o.estimator if o.seed == min(
-                        x.seed for x in outcomes if x.env == env_id and x.estimator == o.estimator) else None)
+    fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 7.5), squeeze=False)
+    for col, env_id in enumerate(envs):
+        runs = [o for o in outcomes if o.env == env_id]
+        labelled: set[str] = set()
+        for o in runs:
+            label = None if o.estimator in labelled else o.estimator
+            labelled.add(o.estimator)
+            axes[0][col].plot([u for u, _, _ in o.evals], [s for _, _, s in o.evals], "o-", ms=3, alpha=0.8,
+                              color=colours[o.estimator], label=label)
+            axes[1][col].plot(range(1, len(o.train) + 1), o.train, "-", lw=1, alpha=0.7,
+                              color=colours[o.estimator], label=label)
         for t in THRESHOLDS:
-            ax.axhline(t, color="grey", lw=0.5, ls="--")
-        ax.set_title(env_id)
-        ax.set_xlabel("update")
-        ax.set_ylabel("held-out success (greedy)")
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=8)
+            axes[0][col].axhline(t, color="grey", lw=0.5, ls="--")
+        axes[0][col].set_title(env_id)
+        axes[0][col].set_ylabel("held-out success (greedy)")
+        axes[1][col].set_ylabel("training batch success (sampled)")
+        for ax in axes[:, col]:
+            ax.set_xlabel("update")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+            ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
