@@ -19,7 +19,9 @@ estimator of that seed: the same policy, bit for bit, that a run's own warm star
 are compared from one starting point (a paired comparison) and the warm start, which on KeyDoor-v0's
 medium level costs about ten updates, is paid once per seed; with `--jobs`, a seed's runs start as soon as
 its warm start is done, beside the other seeds' warm starts. `--fresh-warm-starts` gives each run its own;
-a `--runs-dir` that already holds the warm start of a key (from an earlier benchmark) lends it again. An
+a `--runs-dir` that already holds the warm start of a key (from an earlier benchmark) lends it again, and a
+run that finished there under the same config is not run again (a killed benchmark, started again with the
+same arguments, goes on where it stopped; one with more seeds or estimators runs only what is new). An
 estimator may carry parameters over its recipe's (`gigpo:gamma=0.8`): the spec is its label in the table
 and the JSON, so variants of one estimator are compared from the same warm starts on the same tasks.
 
@@ -56,6 +58,7 @@ import math
 import multiprocessing
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -160,20 +163,65 @@ def warm_start_one(env_id: str, estimator: str, seed: int, args: argparse.Namesp
 
 def run_one(env_id: str, estimator: str, seed: int, args: argparse.Namespace, out: Path,
             console: Console, warm: dict[str, str] | None = None) -> RunOutcome:
-    """One run; with `warm` (key -> policy directory), RL starts from the shared warm start of its key."""
+    """One run; with `warm` (key -> policy directory), RL starts from the shared warm start of its key. A run
+    of the same config that finished in this runs directory before (a killed or extended benchmark) is not
+    run again: its kept outcome is returned."""
     from agentgym.trainer.train import train
 
     cfg = run_config(env_id, estimator, seed, args, out)
     if warm is not None and cfg.sft_steps:
         cfg = type(cfg).model_validate({**cfg.model_dump(), "model": warm[warm_start_key(cfg)], "sft_steps": 0})
+    kept = kept_outcome(cfg)
+    if kept is not None:
+        console.print(f"[bold]{env_id} {estimator}[/] seed {seed}: kept from {cfg.run_dir / OUTCOME_FILE}")
+        return kept
+    if cfg.run_dir.exists():  # an unfinished run (a killed benchmark) or one of another config: started afresh
+        console.print(f"[bold]{env_id} {estimator}[/] seed {seed}: replacing {cfg.run_dir} (unfinished or another config)")
+        shutil.rmtree(cfg.run_dir)
     started = time.perf_counter()
     result = train(cfg, console=console)
     evals = [(int(r["update"]), int(r.get("env_steps", 0)), float(r["eval_success_rate"]))
              for r in result.rows if "eval_success_rate" in r]
     o = RunOutcome(env_id, estimator, seed, evals, time.perf_counter() - started, result.stopped_by,
                    train=[float(r["success_rate"]) for r in result.rows if "success_rate" in r])
+    _thresholds(o)
+    keep_outcome(o, cfg)
+    return o
+
+
+OUTCOME_FILE = "bench_outcome.json"  #: a finished run's outcome and config, in its run directory
+
+
+def _thresholds(o: RunOutcome) -> None:
     for t in THRESHOLDS:
-        o.reached[t] = next(((u, s) for u, s, rate in evals if rate >= t), None)
+        o.reached[t] = next(((u, s) for u, s, rate in o.evals if rate >= t), None)
+
+
+def _config_json(cfg: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(cfg.model_dump(mode="json"), sort_keys=True, default=str))
+
+
+def keep_outcome(o: RunOutcome, cfg: Any) -> None:
+    """Write `o` beside the run's store (atomically), with the config it ran under."""
+    data = {"env": o.env, "estimator": o.estimator, "seed": o.seed, "evals": o.evals, "wall_s": o.wall_s,
+            "stopped_by": o.stopped_by, "train": o.train, "config": _config_json(cfg)}
+    path = cfg.run_dir / OUTCOME_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def kept_outcome(cfg: Any) -> RunOutcome | None:
+    """The outcome a finished run of exactly this config left in its run directory, else None."""
+    try:
+        data = json.loads((cfg.run_dir / OUTCOME_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("config") != _config_json(cfg):
+        return None
+    o = RunOutcome(data["env"], data["estimator"], data["seed"], [tuple(e) for e in data["evals"]],
+                   data["wall_s"], data["stopped_by"], train=data["train"])
+    _thresholds(o)
     return o
 
 

@@ -81,11 +81,17 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
     assert all(c["sft_steps"] == 0 and c["model"].endswith("checkpoints/sft/policy") for c in configs.values())
     assert len({c["model"] for c in configs.values()}) == 1
 
-    # a later benchmark on the same runs directory lends the kept warm start again
-    again = subprocess.run([*done.args[:3], "rloo", *done.args[4:10], *done.args[14:]], capture_output=True,
-                           text=True, timeout=600, cwd=ROOT)
+    # a later benchmark on the same runs directory lends the kept warm start again, does not run again what
+    # finished there under the same config (GRPO), and runs afresh what did not finish (RLOO, killed before)
+    unfinished = tmp_path / "runs" / "KeyDoor-v0-rloo-s0"
+    unfinished.mkdir()
+    (unfinished / "episodes.db").write_text("what a killed run left")
+    again = subprocess.run([*done.args[:3], "grpo,rloo", *done.args[4:]], capture_output=True, text=True,
+                           timeout=600, cwd=ROOT)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "kept from" in again.stderr
+    assert again.stderr.count("kept from") == 2 and "replacing" in again.stderr  # the warm start, GRPO; RLOO
+    first, second = (json.loads(d.stdout)["envs"]["KeyDoor-v0"] for d in (done, again))
+    assert second["grpo"] == first["grpo"] and set(second) == {"grpo", "rloo"}
     rloo = json.loads((tmp_path / "runs" / "KeyDoor-v0-rloo-s0" / "run_config.json").read_text())
     assert rloo["model"] == configs["KeyDoor-v0-grpo-s0"]["model"]
 
