@@ -55,6 +55,9 @@ class TrainConfig(BaseModel):
     """Trajectory store URL (SQLite path or postgresql://...); default `<output_dir>/<name>/episodes.db`."""
     time_limit_s: float | None = None
     """Stop after this many seconds of training (checked between updates); None: run all updates."""
+    max_env_steps: int | None = Field(None, ge=1)
+    """Stop once the run has collected this many env steps (turns of every episode, dropped ones included;
+    checked between updates): a budget in env steps instead of updates. None: run all updates."""
 
     # ---- environment -----------------------------------------------------------------------
     env: str = "Maze-v0"

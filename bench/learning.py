@@ -5,15 +5,20 @@
     python bench/learning.py --estimators "grpo,gigpo,gigpo:gamma=0.8"     # a variant beside its recipe
     python bench/learning.py --json                                  # one JSON object (shape below)
     python bench/learning.py --updates 1 --seeds 1 --estimators grpo --set sft_steps=2 --json   # smoke scale
+    python bench/learning.py --env-steps 60000 --estimators grpo,gigpo --envs KeyDoor-v0   # equal env steps
+    python bench/learning.py --wall-s 900 --jobs 2 --torch-threads 1 --estimators grpo,gigpo  # equal wall time
     python bench/learning.py --jobs 8 --torch-threads 1 --json       # 8 runs at once (a machine with many cores)
     python bench/learning.py --merge a.json b.json                   # one table (and PNG) from shards' --json
 
 Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared
 CPU recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
-maze-open.yaml, configs/keydoor.yaml). The budget is the number of updates, the same for every
-estimator; dynamic sampling is off (`drop_zero_variance: false`) so that every update consumes the same
-groups_per_batch x group_size episodes whatever the estimator. `--time-limit` is a guard only: a run it
-cuts is reported as cut. No estimator is tuned per seed: each runs with its docs/algorithms.md
+maze-open.yaml, configs/keydoor.yaml). The budget is the same for every estimator: a number of updates
+(`--updates`, default 60), of env steps (`--env-steps N`: each run stops once it has collected N turns, so
+an estimator whose episodes end sooner gets more updates) or of training seconds (`--wall-s S`); dynamic
+sampling is off (`drop_zero_variance: false`) so that every update consumes the same groups_per_batch x
+group_size episodes whatever the estimator, and every run is evaluated after its last update, so its
+final figure is the policy its budget ends with. `--time-limit` is a guard only: the table's "stopped by"
+column counts the runs it cut. No estimator is tuned per seed: each runs with its docs/algorithms.md
 defaults and its recipe's settings. The SFT warm start is done once per env and seed and shared by every
 estimator of that seed: the same policy, bit for bit, that a run's own warm start leaves, so estimators
 are compared from one starting point (a paired comparison) and the warm start, which on KeyDoor-v0's
@@ -40,7 +45,7 @@ draws every run's held-out curve; `--json` prints exactly
                                    "wall_s": [...], "stopped_by": [...], "seed": [...],
                                    "curve": [[[update, env steps, success], ...], ...],
                                    "train_success": [[batch success of update 1, ...], ...]}}},
-     "updates": N, "seeds": S}
+     "updates": N, "seeds": S, "budget": {"updates": N, "env_steps": M or null, "wall_s": T or null}}
 
 with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
 each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); the
@@ -63,6 +68,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +89,7 @@ ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoo
 ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes")
 THRESHOLDS = (0.5, 0.8)
 COLLAPSE_DROP = 0.2
+UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
 BASELINE = "grpo"  #: the estimator the paired training-success column compares with
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
@@ -127,7 +134,8 @@ def run_config(env_id: str, estimator: str, seed: int, args: argparse.Namespace,
     overrides = {**env_section(env_id), "name": run_name(env_id, estimator, seed), "output_dir": str(out),
                  "seed": seed, "updates": args.updates, "drop_zero_variance": False, "eval_tasks": args.eval_tasks,
                  "eval_every": args.eval_every, "checkpoint_every": 0, "tensorboard": False, "plot": False,
-                 "time_limit_s": args.time_limit, "torch_threads": args.torch_threads, **args.overrides}
+                 "time_limit_s": args.time_limit, "max_env_steps": args.env_steps, "torch_threads": args.torch_threads,
+                 **args.overrides}
     cfg = load_train_config(ROOT / "configs" / f"{name}.yaml", overrides)
     if params:
         overrides["estimator_params"] = {**cfg.estimator_params, **params}
@@ -341,11 +349,16 @@ def merge(paths: list[str]) -> dict[str, object]:
     """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
     merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
     for path in paths:
-        data = json.loads(Path(path).read_text())
-        if merged["updates"] not in (None, data["updates"]):
-            raise SystemExit(f"{path}: {data['updates']} updates per run, the other shards {merged['updates']}: "
+        try:
+            data = json.loads(Path(path).read_text())
+            budget = data.get("budget") or {"updates": data["updates"]}
+        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            raise SystemExit(f"{path}: not a --json output of this benchmark ({exc!r}); give the files that "
+                             "`python bench/learning.py ... --json > FILE` wrote") from None
+        if merged.get("budget") not in (None, budget):
+            raise SystemExit(f"{path}: budget {budget} per run, the other shards {merged['budget']}: "
                              "shards of one benchmark must share the budget")
-        merged["updates"] = data["updates"]
+        merged["updates"], merged["budget"] = data["updates"], budget
         for env_id, per in data["envs"].items():
             for name, e in per.items():
                 into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
@@ -384,7 +397,21 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("seed", []).append(o.seed)
         e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
         e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
-    return {"envs": envs, "updates": args.updates, "seeds": args.seeds}
+    return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args)}
+
+
+def budget_of(args: argparse.Namespace) -> dict[str, float | None]:
+    """The equal budget of every run: updates (a cap where another budget is set), env steps, wall seconds."""
+    return {"updates": args.updates, "env_steps": args.env_steps, "wall_s": args.wall_s}
+
+
+def describe_budget(budget: dict[str, Any]) -> str:
+    if budget.get("env_steps"):
+        return f"{budget['env_steps']} env steps per run"
+    if budget.get("wall_s"):
+        return f"{budget['wall_s']:g} s of training per run"
+    return f"{budget['updates']} updates per run"
+
 
 
 def _mean_reached(values: list[int | None]) -> str:
@@ -408,10 +435,11 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 
 
 def print_table(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
-    table = Table(title=f"held-out success, {data['updates']} updates per run (equal budgets), {data['seeds']} seed(s)")
+    budget = describe_budget(data.get("budget") or {"updates": data["updates"]})  # type: ignore[arg-type]
+    table = Table(title=f"held-out success, {budget} (equal budgets), {data['seeds']} seed(s)")
     for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
                 "final success (95% CI)", f"train success - {BASELINE}, last half (95% CI)", "collapsed",
-                "wall s/run", "cut by time"):
+                "wall s/run", "stopped by"):
         table.add_column(col, justify="right")
     for env_id, per in data["envs"].items():  # type: ignore[union-attr]
         for name, e in per.items():
@@ -421,7 +449,8 @@ def print_table(data: dict[str, object], console: Console, args: argparse.Namesp
             table.add_row(env_id, name, _mean_reached(e["updates_to_0.5"]), _mean_reached(e["updates_to_0.8"]),
                           _mean_reached(e["env_steps_to_0.5"]), _mean_reached(e["env_steps_to_0.8"]),
                           f"{mean:.2f} ± {half:.2f}", gap, f"{sum(e['collapsed'])}/{len(e['collapsed'])}",
-                          f"{statistics.fmean(e['wall_s']):.0f}", str(e["stopped_by"].count("time_limit")))
+                          f"{statistics.fmean(e['wall_s']):.0f}",
+                          ", ".join(f"{k} {v}" for k, v in sorted(Counter(e["stopped_by"]).items())))
     console.print(table)
     console.print("updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
                   f"train success - {BASELINE}: per seed, the mean over the last half of the updates of the batch "
@@ -485,7 +514,12 @@ def main() -> None:
                         "instead of a temporary directory")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="print the table (and PNG) of shards' --json "
                         "outputs instead of running")
-    parser.add_argument("--updates", type=int, default=60, help="updates per run: the equal budget")
+    parser.add_argument("--updates", type=int, default=None, help="updates per run: the equal budget (default 60; "
+                        "with --env-steps or --wall-s, a cap)")
+    parser.add_argument("--env-steps", type=int, default=None, help="budget: every run stops once it has collected "
+                        "this many env steps (turns)")
+    parser.add_argument("--wall-s", type=float, default=None, help="budget: every run trains for this many seconds "
+                        "(give each run the same cores: --jobs x --torch-threads <= cores)")
     parser.add_argument("--eval-every", type=int, default=5, help="held-out evaluation every N updates")
     parser.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks per evaluation")
     parser.add_argument("--time-limit", type=float, default=None, help="guard: seconds per run (reported if it cuts)")
@@ -507,6 +541,15 @@ def main() -> None:
     if args.jobs < 1 or args.seeds < 1:
         parser.error("--jobs and --seeds must be >= 1")
     args.overrides = parse_sets(parser, args.set)
+    if args.wall_s is not None and args.time_limit is not None:
+        parser.error("--wall-s is the runs' budget and --time-limit a guard on it: give one")
+    if any(v is not None and v <= 0 for v in (args.updates, args.env_steps, args.wall_s)):
+        parser.error("--updates, --env-steps and --wall-s must be > 0")
+    if args.updates is None:
+        args.updates = UPDATE_CAP if (args.env_steps or args.wall_s) else 60
+    if args.wall_s is not None:
+        args.time_limit = args.wall_s
+    args.eval_every = min(args.eval_every, args.updates)
     envs = [e.strip() for e in args.envs.split(",") if e.strip()]
     unknown = [e for e in envs if e not in ENV_SECTIONS]
     if unknown:
@@ -523,7 +566,6 @@ def main() -> None:
             parser.error(f"--estimators {spec!r}: {exc}")
     if len(set(names)) < len(names):
         parser.error(f"--estimators names an estimator twice: {names}")
-    args.eval_every = min(args.eval_every, args.updates)
     plan = [(env_id, name, seed) for env_id in envs for name in names
             for seed in range(args.first_seed, args.first_seed + args.seeds)]
     if args.runs_dir:

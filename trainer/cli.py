@@ -55,6 +55,9 @@ def train(
         console.print(f"[yellow]warning[/]: time_limit_s={cfg.time_limit_s:g} stopped the run after {result.updates} "
                       f"of {cfg.updates} updates; its figures are not comparable with runs that used their whole "
                       "budget (resume with --resume, or raise time_limit_s)")
+    if result.stopped_by == "env_steps":
+        console.print(f"max_env_steps={cfg.max_env_steps} reached after {result.updates} updates "
+                      f"({last.get('env_steps', 0):.0f} env steps)")
     console.print(f"[bold]done[/]: {result.updates} updates ({result.stopped_by}), policy version "
                   f"{result.policy_version}; last success {last.get('success_rate', float('nan')):.2f}; "
                   f"outputs in {cfg.run_dir}/ (metrics.jsonl, tensorboard/, curve.png, checkpoints/)")

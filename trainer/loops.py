@@ -39,7 +39,8 @@ class RunResult:
     updates: int
     policy_version: int
     rows: list[dict[str, float]]
-    stopped_by: str  #: "updates" | "time_limit" | "no_signal" | "leader" (a follower rank: the leader ended the run)
+    #: "updates" | "time_limit" | "env_steps" | "no_signal" | "leader" (a follower rank: the leader ended the run)
+    stopped_by: str
 
 
 def seed_everything(seed: int) -> None:
@@ -96,14 +97,33 @@ class Progress:
         self.last = time.perf_counter()
         self.last_wait = 0.0  #: the data manager's trainer_wait_s at the last record
         self.stages = StageWindow()  #: names the bottleneck over the last updates
+        self.tally: Any = None  #: what was collected for the update being recorded (`take_tally`)
+
+    def take_tally(self) -> None:
+        """Count what was collected since the last update (before `budget_spent` and `record`)."""
+        self.tally = self.c.driver.take_tally()
+        self.env_steps += self.tally.turns
+
+    def budget_spent(self) -> str | None:
+        """The budget other than `updates` that is used up ("time_limit", "env_steps"), else None."""
+        if self.out_of_time():
+            return "time_limit"
+        limit = self.cfg.max_env_steps
+        return "env_steps" if limit is not None and self.env_steps >= limit else None
+
+    def last_update(self, update: int) -> bool:
+        """Whether the run ends after `update` (its last update, or a budget used up): evaluated whatever
+        `eval_every`, so the final held-out figure is the policy the run ends with."""
+        return update >= self.cfg.updates or self.budget_spent() is not None
 
     def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
         now = time.perf_counter()
-        tally = self.c.driver.take_tally()
+        if self.tally is None:
+            self.take_tally()
+        tally, self.tally = self.tally, None
         take_dropped = getattr(self.c.dm, "take_dropped", None)
         dropped = take_dropped() if take_dropped is not None else []
         self.trained_episodes += len(batch.episodes)
-        self.env_steps += tally.turns
         wall = max(now - self.last, 1e-9)
         self.last = now
         data = self.c.dm.metrics()
@@ -163,9 +183,10 @@ class Progress:
         limit = self.cfg.time_limit_s
         return limit is not None and self.elapsed_before + time.perf_counter() - self.started >= limit
 
-    async def maybe_eval(self, update: int) -> dict[str, float]:
+    async def maybe_eval(self, update: int, last: bool = False) -> dict[str, float]:
+        """Held-out evaluation every `eval_every` updates, and after the run's `last` update."""
         cfg = self.cfg
-        if not (cfg.eval_every and cfg.eval_tasks and update % cfg.eval_every == 0):
+        if not (cfg.eval_every and cfg.eval_tasks and (update % cfg.eval_every == 0 or last)):
             return {}
         rate, n = await evaluate(self.c, cfg)
         low, high = wilson_interval(rate, n)
@@ -196,8 +217,8 @@ async def sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpoi
     watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates:
-        if progress.out_of_time():
-            stopped_by = "time_limit"
+        if spent := progress.budget_spent():
+            stopped_by = spent
             break
         batch = await c.driver.collect_batch(version, cfg.max_refill_rounds)  # -- collect a full batch
         if batch is None:  # curation kept no group: nothing to learn from; collect again (or stop)
@@ -210,7 +231,8 @@ async def sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpoi
         update, version = update + 1, version + 1
         await asyncio.to_thread(c.sync.push, c.policy.model, version)    # -- new weights to the rollout side
         c.dm.set_version(version)
-        extra = await progress.maybe_eval(update)
+        progress.take_tally()
+        extra = await progress.maybe_eval(update, progress.last_update(update))
         progress.record(update, version, batch, stats, extra)
     return RunResult(update, version, log.rows(), stopped_by)
 
@@ -224,8 +246,8 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
     watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates and not (stop is not None and stop.is_set()):
-        if progress.out_of_time():
-            stopped_by = "time_limit"
+        if spent := progress.budget_spent():
+            stopped_by = spent
             break
         batch = c.dm.pull(version=version, timeout=1.0)         # -- wait for curated groups
         if batch is None:  # a round without signal is a batch's worth of groups dropped meanwhile
@@ -238,7 +260,8 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
         update, version = update + 1, version + 1
         c.sync.push(c.policy.model, version)                     # -- the backend swaps weights between batches
         c.dm.set_version(version)
-        extra = evaluate_fn(update) if evaluate_fn is not None else {}
+        progress.take_tally()
+        extra = evaluate_fn(update, progress.last_update(update)) if evaluate_fn is not None else {}
         progress.record(update, version, batch, stats, extra)
     return RunResult(update, version, log.rows(), stopped_by)
 
@@ -250,8 +273,8 @@ async def async_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpo
     stop = asyncio.Event()
     evaluator = Progress(cfg, c, log, ckpt, start)
 
-    def evaluate_fn(update: int) -> dict[str, float]:
-        return asyncio.run_coroutine_threadsafe(evaluator.maybe_eval(update), loop).result()
+    def evaluate_fn(update: int, last: bool) -> dict[str, float]:
+        return asyncio.run_coroutine_threadsafe(evaluator.maybe_eval(update, last), loop).result()
 
     halt = threading.Event()  # the producer failed: the trainer stops waiting for batches that will not come
 

@@ -32,6 +32,29 @@ def test_learning_bench_prints_its_json_shape(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+def test_a_budget_in_env_steps_ends_every_run_there_and_evaluates_its_last_update(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo",
+                           "--envs", "Maze-v0", "--env-steps", "1", "--seeds", "1", "--eval-tasks", "2", "--plot", "",
+                           "--set", "sft_steps=2", "--set", "sft_episodes=2", "--set", "groups_per_batch=2",
+                           "--set", "group_size=4", "--set", "concurrency=8", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    assert data["budget"] == {"updates": 100_000, "env_steps": 1, "wall_s": None}
+    e = data["envs"]["Maze-v0"]["grpo"]
+    assert e["stopped_by"] == ["env_steps"] and [u for u, _, _ in e["curve"][0]] == [1]  # evaluated off the grid
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--wall-s", "60", "--time-limit", "90"], "give one"),
+    (["--env-steps", "0"], "must be > 0"),
+])
+def test_conflicting_or_empty_budgets_are_refused(extra, words):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo", *extra],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and words in done.stderr, done.stderr[-2000:]
+
+
 def test_the_paired_gap_compares_the_last_half_of_the_same_seeds_updates():
     sys.path.insert(0, str(ROOT))
     from bench.learning import paired_gap

@@ -31,6 +31,19 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_env_step_budget_ends_the_run_and_its_last_update_is_evaluated(tmp_path, mode):
+    """`max_env_steps` stops the run between updates once spent; the update it ends with is evaluated even
+    off the `eval_every` grid, so the run's final held-out figure is the policy it ends with."""
+    cfg = load_train_config(None, toy_config(tmp_path, name=f"budget-{mode}", mode=mode, updates=50, max_env_steps=1,
+                                             eval_every=5, checkpoint_every=0, tensorboard=False, plot=False))
+    result = train(cfg)
+    assert result.stopped_by == "env_steps" and result.updates == 1
+    rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
+    assert [r["update"] for r in rows] == [1] and rows[0]["env_steps"] >= 1
+    assert 0.0 <= rows[0]["eval_success_rate"] <= 1.0
+
+
 def test_sync_run_writes_metrics_events_plot_checkpoint_and_store(tmp_path):
     cfg = load_train_config(None, toy_config(tmp_path, name="toy", updates=2, checkpoint_every=1, sft_steps=2,
                                              sft_episodes=2))

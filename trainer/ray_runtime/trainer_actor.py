@@ -244,7 +244,7 @@ class TrainerActor:
         watchdog.start()
         try:
             result = trainer_loop(cfg, c, log, ckpt, start, version, stop=stop,
-                                  evaluate_fn=lambda update: asyncio.run(evaluator.maybe_eval(update)))
+                                  evaluate_fn=lambda update, last: asyncio.run(evaluator.maybe_eval(update, last)))
         finally:
             stop.set()
             watchdog.join()
