@@ -566,8 +566,9 @@ def main() -> None:
             parser.error(f"--estimators {spec!r}: {exc}")
     if len(set(names)) < len(names):
         parser.error(f"--estimators names an estimator twice: {names}")
-    plan = [(env_id, name, seed) for env_id in envs for name in names
-            for seed in range(args.first_seed, args.first_seed + args.seeds)]
+    # seed-major: the estimators of one seed run side by side, so a benchmark cut short leaves whole pairs
+    plan = [(env_id, name, seed) for env_id in envs for seed in range(args.first_seed, args.first_seed + args.seeds)
+            for name in names]
     if args.runs_dir:
         Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
         outcomes = run_all(plan, args, Path(args.runs_dir), console)
