@@ -317,32 +317,59 @@ def _one_at_a_time(plan: list[tuple[str, str, int]], keys: dict[tuple, str | Non
     return outcomes
 
 
+class RunFailed(RuntimeError):
+    """A warm start or run of the benchmark raised; the others were stopped."""
+
+
 def _pipelined(plan: list[tuple[str, str, int]], keys: dict[tuple, str | None], firsts: dict[str, tuple],
                args: argparse.Namespace, out: Path, console: Console) -> list[RunOutcome]:
-    """`args.jobs` fresh processes at once: every warm start first, each run once its warm start is done."""
+    """`args.jobs` fresh processes at once: every warm start first, each run once its warm start is done. The
+    first one that raises stops the benchmark at once (queued work cancelled, running workers ended) with an
+    error that names it; finished runs keep their outcomes in the runs directory."""
     spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
     done: dict[tuple, RunOutcome] = {}
-    with concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
-                                                initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-        def start_runs(key: str | None, policy: str | None) -> dict[concurrent.futures.Future, tuple]:
-            warm = {key: policy} if key is not None else None
-            return {pool.submit(run_isolated, *item, args, str(out), warm): ("run", item)
-                    for item in plan if keys[item] == key}
+    pool = concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
+                                                  initializer=die_with_parent, initargs=(os.getpid(),))
 
-        pending = {pool.submit(warm_start_one, *item, args, str(out)): ("warm", key) for key, item in firsts.items()}
+    def start_runs(key: str | None, policy: str | None) -> dict[concurrent.futures.Future, tuple]:
+        warm = {key: policy} if key is not None else None
+        return {pool.submit(run_isolated, *item, args, str(out), warm): ("run", item)
+                for item in plan if keys[item] == key}
+
+    try:
+        pending = {pool.submit(warm_start_one, *item, args, str(out)): ("warm start", item)
+                   for item in firsts.values()}
         pending.update(start_runs(None, None))
         while pending:
             finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in finished:
-                kind, what = pending.pop(future)
-                result = future.result()  # a warm start or run that raised stops the benchmark with its error
-                if kind == "warm":
+                kind, item = pending.pop(future)
+                try:
+                    result = future.result()
+                except Exception as exc:
+                    raise RunFailed(f"the {kind} of {item[0]} {item[1]} seed {item[2]} failed: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+                if kind == "warm start":
                     _report_warm_start(console, result)
-                    pending.update(start_runs(what, result[1]))
+                    pending.update(start_runs(result[0], result[1]))
                 else:
-                    done[what] = result
+                    done[item] = result
                     _report_run(console, result)
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    pool.shutdown()
     return [done[item] for item in plan]
+
+
+def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Cancel what is queued and end the running workers now (shutdown alone would wait for them)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    for worker in workers:
+        worker.join(timeout=30)
 
 
 def merge(paths: list[str]) -> dict[str, object]:

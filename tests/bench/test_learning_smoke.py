@@ -142,6 +142,28 @@ def test_estimator_specs_split_at_commas_unless_they_carry_parameters():
     assert parse_spec("trace:allocation=uniform") == ("trace", {"allocation": "uniform"})
 
 
+@pytest.mark.timeout(480)
+def test_a_run_that_fails_stops_the_benchmark_at_once_and_is_named(tmp_path):
+    """With --jobs, the first run that raises ends the benchmark now (not after the other runs) and names itself."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "Maze-v0-rloo-s0").write_text("a file where the run's directory goes: this run fails at once")
+    bench = subprocess.Popen([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo,rloo",
+                              "--envs", "Maze-v0", "--updates", "200", "--seeds", "1", "--jobs", "2",
+                              "--torch-threads", "1", "--eval-tasks", "4", "--runs-dir", str(runs),
+                              "--fresh-warm-starts", "--set", "sft_steps=0", "--set", "groups_per_batch=2",
+                              "--set", "group_size=4", "--set", "concurrency=8"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        _, err = bench.communicate(timeout=300)  # GRPO alone would take far longer: 200 updates
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    assert bench.returncode != 0
+    assert "RunFailed: the run of Maze-v0 rloo seed 0 failed" in err, err[-3000:]
+    assert not (runs / "Maze-v0-grpo-s0" / "bench_outcome.json").exists()  # stopped, not run to its end
+
+
 def _children(pid: int) -> list[int]:
     """Processes whose parent is `pid` (from /proc)."""
     found = []
