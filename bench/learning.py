@@ -440,7 +440,6 @@ def describe_budget(budget: dict[str, Any]) -> str:
     return f"{budget['updates']} updates per run"
 
 
-
 def _mean_reached(values: list[int | None]) -> str:
     hits = [v for v in values if v is not None]
     return f"{statistics.fmean(hits):.1f} ({len(hits)}/{len(values)})" if hits else f"- (0/{len(values)})"
