@@ -557,7 +557,8 @@ def main() -> None:
                         "(default: one per env and seed, shared by the estimators, which then start alike)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    console = Console(stderr=args.json)
+    stream = sys.stderr if args.json else sys.stdout
+    console = Console(stderr=args.json, width=None if stream.isatty() else 200)  # a table piped to a file stays whole
     if args.merge:
         data = merge(args.merge)
         if args.plot:
