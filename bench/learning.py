@@ -49,8 +49,9 @@ draws every run's held-out curve; `--json` prints exactly
 
 with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
 each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); the
-results are the same as one at a time. Shards of the protocol (`--first-seed`, `--estimators`, `--envs`)
-run on different machines combine with `--merge`, which reads their JSON objects and prints the one table.
+runs do not share a process, so none depends on how many run at once. Shards of the protocol (`--first-seed`, `--estimators`, `--envs`)
+run on different machines combine with `--merge`, which reads their JSON objects and prints the one table
+(bench/learning_report.py: the outcomes, JSON, table, PNG and merging).
 """
 
 from __future__ import annotations
@@ -59,17 +60,13 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
-import math
 import multiprocessing
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,43 +74,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
 
 from agentgym.config import load_train_config, parse_overrides  # noqa: E402
 from agentgym.errors import ConfigError  # noqa: E402
 from bench.estimator_specs import parse_spec, split_specs  # noqa: E402
+from bench.learning_report import (  # noqa: E402
+    ESTIMATORS,
+    RunOutcome,
+    as_json,
+    finish,
+    merge,
+    outcomes_of,
+    plot,
+    thresholds_reached,
+)
 
-ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 #: env id -> the recipe file whose env section (and warm start) the benchmark uses
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
 ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes")
-THRESHOLDS = (0.5, 0.8)
-COLLAPSE_DROP = 0.2
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
-BASELINE = "grpo"  #: the estimator the paired training-success column compares with
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
                    "system_prompt", "micro_batch_tokens", "max_new_tokens", "strategy")
-
-
-@dataclass
-class RunOutcome:
-    env: str
-    estimator: str
-    seed: int
-    evals: list[tuple[int, int, float]]  #: (update, env steps, held-out success)
-    wall_s: float
-    stopped_by: str
-    reached: dict[float, tuple[int, int] | None] = field(default_factory=dict)  #: threshold -> (update, steps)
-    train: list[float] = field(default_factory=list)  #: training success of each update's batch
-
-    @property
-    def final(self) -> float:
-        return self.evals[-1][2] if self.evals else float("nan")
-
-    @property
-    def collapsed(self) -> bool:
-        return bool(self.evals) and max(s for _, _, s in self.evals) - self.final > COLLAPSE_DROP
 
 
 def env_section(env_id: str) -> dict[str, object]:
@@ -192,17 +174,12 @@ def run_one(env_id: str, estimator: str, seed: int, args: argparse.Namespace, ou
              for r in result.rows if "eval_success_rate" in r]
     o = RunOutcome(env_id, estimator, seed, evals, time.perf_counter() - started, result.stopped_by,
                    train=[float(r["success_rate"]) for r in result.rows if "success_rate" in r])
-    _thresholds(o)
+    thresholds_reached(o)
     keep_outcome(o, cfg)
     return o
 
 
 OUTCOME_FILE = "bench_outcome.json"  #: a finished run's outcome and config, in its run directory
-
-
-def _thresholds(o: RunOutcome) -> None:
-    for t in THRESHOLDS:
-        o.reached[t] = next(((u, s) for u, s, rate in o.evals if rate >= t), None)
 
 
 def _config_json(cfg: Any) -> dict[str, Any]:
@@ -229,20 +206,8 @@ def kept_outcome(cfg: Any) -> RunOutcome | None:
         return None
     o = RunOutcome(data["env"], data["estimator"], data["seed"], [tuple(e) for e in data["evals"]],
                    data["wall_s"], data["stopped_by"], train=data["train"])
-    _thresholds(o)
+    thresholds_reached(o)
     return o
-
-
-#: two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
-def interval95(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% t interval over seeds (0 for a single seed)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def die_with_parent(parent: int) -> None:
@@ -372,155 +337,6 @@ def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
         worker.join(timeout=30)
 
 
-def merge(paths: list[str]) -> dict[str, object]:
-    """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
-    merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
-    for path in paths:
-        try:
-            data = json.loads(Path(path).read_text())
-            budget = data.get("budget") or {"updates": data["updates"]}
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
-            raise SystemExit(f"{path}: not a --json output of this benchmark ({exc!r}); give the files that "
-                             "`python bench/learning.py ... --json > FILE` wrote") from None
-        if merged.get("budget") not in (None, budget):
-            raise SystemExit(f"{path}: budget {budget} per run, the other shards {merged['budget']}: "
-                             "shards of one benchmark must share the budget")
-        merged["updates"], merged["budget"] = data["updates"], budget
-        for env_id, per in data["envs"].items():
-            for name, e in per.items():
-                into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
-                for key, values in e.items():
-                    into.setdefault(key, []).extend(values)
-    merged["seeds"] = max((len(e["final_success"]) for per in merged["envs"].values()  # type: ignore[union-attr]
-                           for e in per.values()), default=0)
-    return merged
-
-
-def outcomes_of(data: dict[str, object]) -> list[RunOutcome]:
-    """Outcomes rebuilt from a JSON object's curves (for the PNG of merged shards)."""
-    out = []
-    for env_id, per in data["envs"].items():  # type: ignore[union-attr]
-        for name, e in per.items():
-            for i, curve in enumerate(e.get("curve", [])):
-                evals = [(int(u), int(st), float(s)) for u, st, s in curve]
-                train = e.get("train_success", [[]] * len(e["curve"]))[i]
-                out.append(RunOutcome(env_id, name, e.get("seed", list(range(len(e["curve"]))))[i], evals,
-                                      e["wall_s"][i], e["stopped_by"][i], train=train))
-    return out
-
-
-def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, object]:
-    envs: dict[str, dict[str, dict[str, list]]] = {}
-    for o in outcomes:
-        e = envs.setdefault(o.env, {}).setdefault(o.estimator, {})
-        for t in THRESHOLDS:
-            hit = o.reached[t]
-            e.setdefault(f"updates_to_{t}", []).append(hit[0] if hit else None)
-            e.setdefault(f"env_steps_to_{t}", []).append(hit[1] if hit else None)
-        e.setdefault("final_success", []).append(round(o.final, 4))
-        e.setdefault("collapsed", []).append(o.collapsed)
-        e.setdefault("wall_s", []).append(round(o.wall_s, 1))
-        e.setdefault("stopped_by", []).append(o.stopped_by)
-        e.setdefault("seed", []).append(o.seed)
-        e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
-        e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
-    return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args)}
-
-
-def budget_of(args: argparse.Namespace) -> dict[str, float | None]:
-    """The equal budget of every run: updates (a cap where another budget is set), env steps, wall seconds."""
-    return {"updates": args.updates, "env_steps": args.env_steps, "wall_s": args.wall_s}
-
-
-def describe_budget(budget: dict[str, Any]) -> str:
-    if budget.get("env_steps"):
-        return f"{budget['env_steps']} env steps per run"
-    if budget.get("wall_s"):
-        return f"{budget['wall_s']:g} s of training per run"
-    return f"{budget['updates']} updates per run"
-
-
-def _mean_reached(values: list[int | None]) -> str:
-    hits = [v for v in values if v is not None]
-    return f"{statistics.fmean(hits):.1f} ({len(hits)}/{len(values)})" if hits else f"- (0/{len(values)})"
-
-
-def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
-    """Per seed both ran: the mean over the last half of the updates of (training success - the baseline's).
-    Every estimator of a seed starts from the same warm start and trains on the same tasks in the same order,
-    so the difference cancels what the seed's warm start and tasks share."""
-    by_seed = dict(zip(base.get("seed", []), base.get("train_success", []), strict=False))
-    gaps = []
-    for seed, mine in zip(e.get("seed", []), e.get("train_success", []), strict=False):
-        theirs = by_seed.get(seed)
-        n = min(len(mine), len(theirs or []))
-        if n:
-            half = n // 2
-            gaps.append(statistics.fmean(a - b for a, b in zip(mine[half:n], theirs[half:n], strict=True)))
-    return gaps
-
-
-def print_table(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
-    budget = describe_budget(data.get("budget") or {"updates": data["updates"]})  # type: ignore[arg-type]
-    table = Table(title=f"held-out success, {budget} (equal budgets), {data['seeds']} seed(s)")
-    for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
-                "final success (95% CI)", f"train success - {BASELINE}, last half (95% CI)", "collapsed",
-                "wall s/run", "stopped by"):
-        table.add_column(col, justify="right")
-    for env_id, per in data["envs"].items():  # type: ignore[union-attr]
-        for name, e in per.items():
-            mean, half = interval95(e["final_success"])
-            gaps = paired_gap(e, per[BASELINE]) if BASELINE in per and name != BASELINE else []
-            gap = "-" if not gaps else "{:+.3f} ± {:.3f} ({} seeds)".format(*interval95(gaps), len(gaps))
-            table.add_row(env_id, name, _mean_reached(e["updates_to_0.5"]), _mean_reached(e["updates_to_0.8"]),
-                          _mean_reached(e["env_steps_to_0.5"]), _mean_reached(e["env_steps_to_0.8"]),
-                          f"{mean:.2f} ± {half:.2f}", gap, f"{sum(e['collapsed'])}/{len(e['collapsed'])}",
-                          f"{statistics.fmean(e['wall_s']):.0f}",
-                          ", ".join(f"{k} {v}" for k, v in sorted(Counter(e["stopped_by"]).items())))
-    console.print(table)
-    console.print("updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
-                  f"train success - {BASELINE}: per seed, the mean over the last half of the updates of the batch "
-                  f"success minus {BASELINE}'s on the same tasks from the same warm start, then over seeds")
-
-
-def plot(outcomes: list[RunOutcome], path: Path) -> None:
-    """Every run's held-out curve (top row, one panel per env) and its training batch success per update
-    (bottom row): estimators of one seed train on the same tasks, so the bottom row is the paired view."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs = sorted({o.env for o in outcomes})
-    names = sorted({o.estimator for o in outcomes}, key=lambda n: (ESTIMATORS.index(n) if n in ESTIMATORS
-                                                                   else len(ESTIMATORS), n))
-    colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
-    fig, axes = plt.subplots(2, len(envs), figsize=(6 * len(envs), 7.5), squeeze=False)
-    for col, env_id in enumerate(envs):
-        runs = [o for o in outcomes if o.env == env_id]
-        labelled: set[str] = set()
-        for o in runs:
-            label = None if o.estimator in labelled else o.estimator
-            labelled.add(o.estimator)
-            axes[0][col].plot([u for u, _, _ in o.evals], [s for _, _, s in o.evals], "o-", ms=3, alpha=0.8,
-                              color=colours[o.estimator], label=label)
-            axes[1][col].plot(range(1, len(o.train) + 1), o.train, "-", lw=1, alpha=0.7,
-                              color=colours[o.estimator], label=label)
-        for t in THRESHOLDS:
-            axes[0][col].axhline(t, color="grey", lw=0.5, ls="--")
-        axes[0][col].set_title(env_id)
-        axes[0][col].set_ylabel("held-out success (greedy)")
-        axes[1][col].set_ylabel("training batch success (sampled)")
-        for ax in axes[:, col]:
-            ax.set_xlabel("update")
-            ax.set_ylim(-0.02, 1.02)
-            ax.grid(alpha=0.3)
-            ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def parse_sets(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
     try:
         return parse_overrides(items)
@@ -606,15 +422,6 @@ def main() -> None:
     if args.plot:
         plot(outcomes, Path(args.plot))
     finish(data, console, args)
-
-
-def finish(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
-    if args.json:
-        print(json.dumps(data))
-        return
-    print_table(data, console, args)
-    if args.plot:
-        console.print(f"curves: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def test_conflicting_or_empty_budgets_are_refused(extra, words):
 
 def test_the_paired_gap_compares_the_last_half_of_the_same_seeds_updates():
     sys.path.insert(0, str(ROOT))
-    from bench.learning import paired_gap
+    from bench.learning_report import paired_gap
 
     grpo = {"seed": [0, 1], "train_success": [[0.2, 0.3, 0.4, 0.5], [0.5, 0.5, 0.5, 0.5]]}
     other = {"seed": [1, 0, 7], "train_success": [[0.5, 0.5, 0.6, 0.7], [0.9, 0.9, 0.5, 0.5], [1.0] * 4]}
