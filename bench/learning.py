@@ -48,10 +48,10 @@ draws every run's held-out curve; `--json` prints exactly
      "updates": N, "seeds": S, "budget": {"updates": N, "env_steps": M or null, "wall_s": T or null}}
 
 with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
-each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); the
-runs do not share a process, so none depends on how many run at once. Shards of the protocol (`--first-seed`, `--estimators`, `--envs`)
-run on different machines combine with `--merge`, which reads their JSON objects and prints the one table
-(bench/learning_report.py: the outcomes, JSON, table, PNG and merging).
+each in a process of its own (give each `--torch-threads` so that N x threads fits the cores). Shards of
+the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machines combine with `--merge`,
+which reads their JSON objects and prints the one table (bench/learning_report.py: the outcomes, JSON,
+table, PNG and merging).
 """
 
 from __future__ import annotations
