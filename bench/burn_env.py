@@ -1,4 +1,8 @@
-"""An env whose 'burn' step spends a known amount of CPU (process time): the yardstick of bench/cost_accounting.py."""
+"""An env whose 'burn' step spends a known amount of CPU (process time): the yardstick of bench/cost_accounting.py.
+
+tests/runtime/stuck_env.py has the same 'burn' and adds 'hang'; it stays self-contained because it is mounted
+alone into env server containers, where neither `bench` nor `tests` can be imported.
+"""
 
 from __future__ import annotations
 
