@@ -97,12 +97,13 @@ class Progress:
         self.last = time.perf_counter()
         self.last_wait = 0.0  #: the data manager's trainer_wait_s at the last record
         self.stages = StageWindow()  #: names the bottleneck over the last updates
-        self.tally: Any = None  #: what was collected for the update being recorded (`take_tally`)
 
-    def take_tally(self) -> None:
-        """Count what was collected since the last update (before `budget_spent` and `record`)."""
-        self.tally = self.c.driver.take_tally()
-        self.env_steps += self.tally.turns
+    def take_tally(self) -> Any:
+        """What was collected since the last update, counted into `env_steps` (before `budget_spent`); hand it
+        to `record`."""
+        tally = self.c.driver.take_tally()
+        self.env_steps += tally.turns
+        return tally
 
     def budget_spent(self) -> str | None:
         """The budget other than `updates` that is used up ("time_limit", "env_steps"), else None."""
@@ -116,11 +117,9 @@ class Progress:
         `eval_every`, so the final held-out figure is the policy the run ends with."""
         return update >= self.cfg.updates or self.budget_spent() is not None
 
-    def record(self, update: int, version: int, batch: Any, stats: Any, extra: dict[str, float]) -> dict[str, float]:
+    def record(self, update: int, version: int, batch: Any, stats: Any, tally: Any,
+               extra: dict[str, float]) -> dict[str, float]:
         now = time.perf_counter()
-        if self.tally is None:
-            self.take_tally()
-        tally, self.tally = self.tally, None
         take_dropped = getattr(self.c.dm, "take_dropped", None)
         dropped = take_dropped() if take_dropped is not None else []
         self.trained_episodes += len(batch.episodes)
@@ -231,9 +230,9 @@ async def sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpoi
         update, version = update + 1, version + 1
         await asyncio.to_thread(c.sync.push, c.policy.model, version)    # -- new weights to the rollout side
         c.dm.set_version(version)
-        progress.take_tally()
+        tally = progress.take_tally()
         extra = await progress.maybe_eval(update, progress.last_update(update))
-        progress.record(update, version, batch, stats, extra)
+        progress.record(update, version, batch, stats, tally, extra)
     return RunResult(update, version, log.rows(), stopped_by)
 
 
@@ -260,9 +259,9 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
         update, version = update + 1, version + 1
         c.sync.push(c.policy.model, version)                     # -- the backend swaps weights between batches
         c.dm.set_version(version)
-        progress.take_tally()
+        tally = progress.take_tally()
         extra = evaluate_fn(update, progress.last_update(update)) if evaluate_fn is not None else {}
-        progress.record(update, version, batch, stats, extra)
+        progress.record(update, version, batch, stats, tally, extra)
     return RunResult(update, version, log.rows(), stopped_by)
 
 
