@@ -153,7 +153,7 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
     return gaps
 
 
-def print_table(data: dict[str, object], console: Console, args: argparse.Namespace) -> None:
+def print_table(data: dict[str, object], console: Console) -> None:
     budget = describe_budget(data.get("budget") or {"updates": data["updates"]})  # type: ignore[arg-type]
     table = Table(title=f"held-out success, {budget} (equal budgets), {data['seeds']} seed(s)")
     for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
@@ -218,6 +218,6 @@ def finish(data: dict[str, object], console: Console, args: argparse.Namespace) 
     if args.json:
         print(json.dumps(data))
         return
-    print_table(data, console, args)
+    print_table(data, console)
     if args.plot:
         console.print(f"curves: {args.plot}")
