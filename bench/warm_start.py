@@ -40,7 +40,8 @@ def play_episodes(cfg, side, backend, tasks: list[str], temperature: float) -> l
 
     collector = Collector(cfg.env, backend, None, tokenizer=side.prompt_tokenizer, env_kwargs=cfg.env_kwargs,
                           max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
-                          sampling=SamplingParams(temperature=temperature, max_new_tokens=cfg.max_new_tokens),
+                          sampling=SamplingParams(temperature=temperature, max_new_tokens=cfg.max_new_tokens,
+                                                  seed=cfg.seed),
                           **context_settings(cfg))
 
     async def go():

@@ -89,17 +89,24 @@ class RolloutDriver:
     # ---- one group ---------------------------------------------------------------------------
     async def run_group(self, task: Task, size: int, *, group_id: str | None = None, acquired: bool = False) -> None:
         """Roll out `size` episodes of `task` and push them (into `group_id` when completing a retry)."""
+        self._push(await self._roll(task, size, group_id=group_id, acquired=acquired), size, group_id=group_id,
+                   acquired=acquired)
+
+    async def _roll(self, task: Task, size: int, *, group_id: str | None = None,
+                    acquired: bool = False) -> list[Episode]:
+        """The episodes of one group (fewer than `size` when some paused or were lost)."""
         self.groups_started += 1
         try:
             if self.allocator is not None and group_id is None:
-                episodes = await self._tree_group(task, size)
-            else:
-                episodes = (await self.collector.collect([task], group_size=size, group_id=group_id)).episodes
+                return await self._tree_group(task, size)
+            return (await self.collector.collect([task], group_size=size, group_id=group_id)).episodes
         except BaseException:
             if acquired:
                 for _ in range(size):
                     self.dm.release()
             raise
+
+    def _push(self, episodes: list[Episode], size: int, *, group_id: str | None, acquired: bool) -> None:
         if group_id is None and episodes:
             self.dm.expect_group(episodes[0].group_id, episodes[0].task_id, size)
         with self._tally_lock:
@@ -109,6 +116,13 @@ class RolloutDriver:
         for _ in range(size - len(episodes)):  # paused or lost episodes: give their slots back
             if acquired:
                 self.dm.release()
+
+    async def _roll_in_order(self, jobs: list[tuple[Task, int, str | None]]) -> None:
+        """Sync mode: roll out groups at once and push them in the order they were started, not the order they
+        ended in, so one seed gives the data manager, and so the trainer, the same batches in every run."""
+        rolled = await asyncio.gather(*(self._roll(task, size, group_id=gid) for task, size, gid in jobs))
+        for (_, size, gid), episodes in zip(jobs, rolled, strict=True):
+            self._push(episodes, size, group_id=gid, acquired=False)
 
     async def _tree_group(self, task: Task, budget: int) -> list[Episode]:
         """TRACE: `trace_roots` root rollouts, then the allocator spends the rest of `budget` on branches
@@ -125,8 +139,7 @@ class RolloutDriver:
         return tree
 
     async def run_retries(self) -> None:
-        retries = self.dm.take_retries()
-        await asyncio.gather(*(self.run_group(Task(r.task_id, r.seed), 1, group_id=r.group_id) for r in retries))
+        await self._roll_in_order([(Task(r.task_id, r.seed), 1, r.group_id) for r in self.dm.take_retries()])
 
     # ---- sync mode ---------------------------------------------------------------------------
     async def collect_batch(self, version: int, max_rounds: int = 4) -> TrainBatch | None:
@@ -142,7 +155,7 @@ class RolloutDriver:
             want = max(1, int(missing / max(keep_rate, 0.25) + 0.999))
             before = self.dm.metrics()
             tasks = [next(self._tasks) for _ in range(want)]
-            await asyncio.gather(*(self.run_group(t, self.dm.rollouts_for(t.task_id)) for t in tasks))
+            await self._roll_in_order([(t, self.dm.rollouts_for(t.task_id), None) for t in tasks])
             after = self.dm.metrics()
             dropped = sum(after.dropped.values()) - sum(before.dropped.values())
             pushed = max(1, after.pushed - before.pushed)

@@ -226,7 +226,8 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
     if budget is not None:
         raise ConfigError(budget)
     backend, sync = build_backend(cfg, model, tokenizer)
-    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                              seed=cfg.seed)  # per turn: the run's seed, task, group and member (agentgym.collector.run)
     env = env_source(cfg)
     collector = Collector(env, backend, store, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
                           concurrency=cfg.concurrency, sampling=sampling, run_id=cfg.name, progress=False,

@@ -27,7 +27,7 @@ import functools
 import logging
 import math
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +58,7 @@ from agentgym.trajectory import Episode, EpisodeStatus, Failure, TurnDifference,
 
 log = logging.getLogger("agentgym.collector")
 _EXHAUSTED = object()
+MEMBERS_KEPT = 65536  #: groups whose member count is kept, so a late retry joins with the next member index
 _PROXY_GRACE_S = 10.0  #: backstop beyond a proxy env's own call limit (a remote env waits 5 s past it)
 
 
@@ -96,6 +97,10 @@ class Collector:
         self.store = store
         self.buffer: deque[Group] = deque()
         self.round = 0
+        #: groups started by this collector, in order: an episode's sampling key is its task, seed, group ordinal and
+        #: member index (`EpisodeRun.request`), the same in every run of one seed whatever order episodes end in
+        self.groups_made = 0
+        self._group_members: OrderedDict[str, tuple[int, int]] = OrderedDict()  #: group id -> (ordinal, members)
         self.counters = Counters()
         self._stop_ids = frozenset(getattr(self.policy, "stop_ids", ()) or (
             [self.tokenizer.eos_token_id] if self.tokenizer is not None else []))
@@ -151,7 +156,7 @@ class Collector:
         if k < 1:
             raise ConfigError(f"k must be >= 1 continuation, got {k}")
         children = []
-        for _ in range(k):
+        for member in range(k):
             env = await self._acquire_env()
             snapshot = self._snapshots.get(episode.id, {}).get(turn)
             observation = await replaying.restore(env, episode, turn, snapshot, self._env_call)
@@ -160,6 +165,7 @@ class Collector:
                 run_id=episode.run_id, env_id=episode.env_id, task_id=episode.task_id, seed=episode.seed,
                 group_id=episode.group_id, parent_id=episode.id, branch_turn=turn, policy_version=self.policy.version,
                 metadata={"source": "branch", "start_round": self.round,
+                          "sample_key": f"{episode.metadata.get('sample_key') or episode.id}|branch {turn}|{member}",
                           "branch_depth": int(episode.metadata.get("branch_depth", 0)) + 1}))
             child.env, child.observation = env, observation
             child.budget = max(self.config.turns(self._env_turns).initial(), turn + 1)
@@ -200,12 +206,27 @@ class Collector:
     def _new_group(self, task: Task, size: int, group_id: str | None = None) -> Group:
         if size < 1:
             raise ConfigError(f"group_size must be >= 1, got {size}")
+        ordinal, first = self._members_of(group_id, size)
         group_id = group_id or new_id()
+        self._group_members[group_id] = (ordinal, first + size)
+        self._group_members.move_to_end(group_id)
+        while len(self._group_members) > MEMBERS_KEPT:
+            self._group_members.popitem(last=False)
         runs = [EpisodeRun(Episode(run_id=self.config.run_id, env_id=self.env_id, task_id=task.task_id or "",
                                    seed=task.seed, group_id=group_id, policy_version=self.policy.version,
-                                   metadata={"source": "online", "start_round": self.round, "rounds": [self.round]}),
-                           stop_ids=self._stop_ids) for _ in range(size)]
+                                   metadata={"source": "online", "start_round": self.round, "rounds": [self.round],
+                                             "sample_key": f"{task.task_id}|{task.seed}|{ordinal}|{member}"}),
+                           stop_ids=self._stop_ids)
+                for member in range(first, first + size)]
         return Group(group_id, task, runs)
+
+    def _members_of(self, group_id: str | None, size: int) -> tuple[int, int]:
+        """(group ordinal, first member index) of `size` new episodes: a new group takes the next ordinal, episodes
+        joining a group this collector started (a retry, TRACE's extra roots) the next member indexes."""
+        if group_id is not None and group_id in self._group_members:
+            return self._group_members[group_id]
+        ordinal, self.groups_made = self.groups_made, self.groups_made + 1
+        return ordinal, 0
 
     def _resume(self, group: Group) -> None:
         for run in group.runs:

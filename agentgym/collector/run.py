@@ -114,7 +114,9 @@ class EpisodeRun:
         if self.open_turn is not None:
             sampling = sampling.replace(max_new_tokens=max(1, sampling.max_new_tokens - len(turn.action_ids)))
         if sampling.seed is not None:
-            sampling = sampling.replace(seed=stable_seed(sampling.seed, self.id, turn.index, len(turn.action_ids)))
+            # the collector's key (task, seed, group ordinal, member) repeats in every run of one seed; the id does not
+            key = self.episode.metadata.get("sample_key") or self.id
+            sampling = sampling.replace(seed=stable_seed(sampling.seed, key, turn.index, len(turn.action_ids)))
         return GenerationRequest(episode_id=self.id, messages=list(self.messages),
                                  prompt_ids=list(self.context) if self.fmt is not None else None,
                                  sampling=sampling, tools=tools, env=self.env)

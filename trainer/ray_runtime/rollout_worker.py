@@ -74,7 +74,8 @@ class RolloutWorker:
         env: Any = env_pool(cfg.env, env_workers, cfg.turn_timeout_s) if env_workers else cfg.env
         if cfg.env_endpoints or cfg.env_cluster is not None:  # env servers / containers instead of env workers
             env = env_source(cfg)  # (an env_cluster is started per rollout worker)
-        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+        sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                                  seed=seed)  # per turn from this worker's seed (agentgym.collector.run)
         store = OwnedStore(TrajectoryStore(cfg.store_url), self.incarnation)
         self.collector = Collector(env, self.backend, store, tokenizer=prompts,
                                    env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns, concurrency=cfg.concurrency,
