@@ -87,6 +87,9 @@ class TrainConfig(BaseModel):
     `eval_every` updates (the table shows the success rate with its 95% interval). 0: no evaluation."""
     eval_every: int = Field(0, ge=0)
     """Evaluate every N updates (0: never)."""
+    eval_at_start: bool = False
+    """Also evaluate the starting policy (after the SFT warm start, before update 1) on the held-out tasks,
+    logged as update 0: where the run starts from, beside where it ends. Needs `eval_tasks`."""
 
     # ---- model -----------------------------------------------------------------------------
     model: str = "tiny"
@@ -331,6 +334,9 @@ class TrainConfig(BaseModel):
                              "syncs in memory: use weight_sync: auto")
         if self.weight_sync == "save_reload" and self.backend == "hf":
             raise ValueError("backend hf syncs in memory in the trainer's process; use weight_sync: auto")
+        if self.eval_at_start and not self.eval_tasks:
+            raise ValueError("eval_at_start evaluates on the held-out tasks, but eval_tasks is 0: set eval_tasks "
+                             "(e.g. 32) or drop eval_at_start")
         self._check_env_placement()
         self._check_strategy()
         if self.mini_batches > self.groups_per_batch * self.group_size:

@@ -30,8 +30,8 @@ same arguments, goes on where it stopped; one with more seeds or estimators runs
 estimator may carry parameters over its recipe's (`gigpo:gamma=0.8`): the spec is its label in the table
 and the JSON, so variants of one estimator are compared from the same warm starts on the same tasks.
 
-Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates):
-updates and env steps (turns collected) until held-out success first reaches 0.5 and 0.8, the final
+Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates and of
+the warm start itself, as update 0): the starting success, updates and env steps (turns collected) until held-out success first reaches 0.5 and 0.8, the final
 held-out success (last evaluation) and whether the run collapsed (final success below its best by more
 than 0.2). The table gives means over seeds with a 95% interval (t distribution) for the final
 success, and a paired figure that needs fewer seeds: since every estimator of a seed starts from the same
@@ -41,6 +41,7 @@ draws every run's held-out curve; `--json` prints exactly
 
     {"envs": {ENV_ID: {ESTIMATOR: {"updates_to_0.5": [...], "updates_to_0.8": [...],
                                    "final_success": [...], "collapsed": [...],
+                                   "start_success": [...],
                                    "env_steps_to_0.5": [...], "env_steps_to_0.8": [...],
                                    "wall_s": [...], "stopped_by": [...], "seed": [...],
                                    "curve": [[[update, env steps, success], ...], ...],
@@ -115,7 +116,7 @@ def run_config(env_id: str, estimator: str, seed: int, args: argparse.Namespace,
     name, params = parse_spec(estimator)
     overrides = {**env_section(env_id), "name": run_name(env_id, estimator, seed), "output_dir": str(out),
                  "seed": seed, "updates": args.updates, "drop_zero_variance": False, "eval_tasks": args.eval_tasks,
-                 "eval_every": args.eval_every, "checkpoint_every": 0, "tensorboard": False, "plot": False,
+                 "eval_every": args.eval_every, "eval_at_start": True, "checkpoint_every": 0, "tensorboard": False, "plot": False,
                  "time_limit_s": args.time_limit, "max_env_steps": args.env_steps, "torch_threads": args.torch_threads,
                  **args.overrides}
     cfg = load_train_config(ROOT / "configs" / f"{name}.yaml", overrides)

@@ -42,6 +42,11 @@ class RunOutcome:
         return self.evals[-1][2] if self.evals else float("nan")
 
     @property
+    def start(self) -> float:
+        """Held-out success of the starting policy (the warm start, update 0); nan where not evaluated."""
+        return self.evals[0][2] if self.evals and self.evals[0][0] == 0 else float("nan")
+
+    @property
     def collapsed(self) -> bool:
         return bool(self.evals) and max(s for _, _, s in self.evals) - self.final > COLLAPSE_DROP
 
@@ -110,6 +115,7 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
             hit = o.reached[t]
             e.setdefault(f"updates_to_{t}", []).append(hit[0] if hit else None)
             e.setdefault(f"env_steps_to_{t}", []).append(hit[1] if hit else None)
+        e.setdefault("start_success", []).append(None if math.isnan(o.start) else round(o.start, 4))
         e.setdefault("final_success", []).append(round(o.final, 4))
         e.setdefault("collapsed", []).append(o.collapsed)
         e.setdefault("wall_s", []).append(round(o.wall_s, 1))
@@ -156,7 +162,7 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 def print_table(data: dict[str, object], console: Console) -> None:
     budget = describe_budget(data.get("budget") or {"updates": data["updates"]})  # type: ignore[arg-type]
     table = Table(title=f"held-out success, {budget} (equal budgets), {data['seeds']} seed(s)")
-    for col in ("env", "estimator", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
+    for col in ("env", "estimator", "start", "updates to 0.5", "updates to 0.8", "env steps to 0.5", "env steps to 0.8",
                 "final success (95% CI)", f"train success - {BASELINE}, last half (95% CI)", "collapsed",
                 "wall s/run", "stopped by"):
         table.add_column(col, justify="right")
@@ -165,13 +171,16 @@ def print_table(data: dict[str, object], console: Console) -> None:
             mean, half = interval95(e["final_success"])
             gaps = paired_gap(e, per[BASELINE]) if BASELINE in per and name != BASELINE else []
             gap = "-" if not gaps else "{:+.3f} ± {:.3f} ({} seeds)".format(*interval95(gaps), len(gaps))
-            table.add_row(env_id, name, _mean_reached(e["updates_to_0.5"]), _mean_reached(e["updates_to_0.8"]),
+            starts = [v for v in e.get("start_success", []) if v is not None]
+            table.add_row(env_id, name, f"{statistics.fmean(starts):.2f}" if starts else "-",
+                          _mean_reached(e["updates_to_0.5"]), _mean_reached(e["updates_to_0.8"]),
                           _mean_reached(e["env_steps_to_0.5"]), _mean_reached(e["env_steps_to_0.8"]),
                           f"{mean:.2f} ± {half:.2f}", gap, f"{sum(e['collapsed'])}/{len(e['collapsed'])}",
                           f"{statistics.fmean(e['wall_s']):.0f}",
                           ", ".join(f"{k} {v}" for k, v in sorted(Counter(e["stopped_by"]).items())))
     console.print(table)
-    console.print("updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
+    console.print("start: held-out success of the warm start (update 0), mean over seeds; "
+                  "updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
                   f"train success - {BASELINE}: per seed, the mean over the last half of the updates of the batch "
                   f"success minus {BASELINE}'s on the same tasks from the same warm start, then over seeds")
 

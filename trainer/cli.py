@@ -58,6 +58,10 @@ def train(
     if result.stopped_by == "env_steps":
         console.print(f"max_env_steps={cfg.max_env_steps} reached after {result.updates} updates "
                       f"({last.get('env_steps', 0):.0f} env steps)")
+    evals = [r for r in rows if "eval_success_rate" in r]
+    if len(evals) > 1 and evals[0]["update"] == 0:
+        console.print(f"held-out success: {evals[0]['eval_success_rate']:.2f} at the start, "
+                      f"{evals[-1]['eval_success_rate']:.2f} after update {evals[-1]['update']:.0f}")
     console.print(f"[bold]done[/]: {result.updates} updates ({result.stopped_by}), policy version "
                   f"{result.policy_version}; last success {last.get('success_rate', float('nan')):.2f}; "
                   f"outputs in {cfg.run_dir}/ (metrics.jsonl, tensorboard/, curve.png, checkpoints/)")

@@ -89,7 +89,7 @@ class Progress:
     """Turns each update into a metrics row and a checkpoint when due."""
 
     def __init__(self, cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointManager, start: int):
-        self.cfg, self.c, self.log, self.ckpt = cfg, c, log, ckpt
+        self.cfg, self.c, self.log, self.ckpt, self.start = cfg, c, log, ckpt, start
         self.started = time.perf_counter()
         self.elapsed_before = log.rows()[-1]["elapsed_s"] if start and log.rows() else 0.0
         self.trained_episodes = int(log.rows()[-1]["episodes"]) if start and log.rows() else 0
@@ -182,10 +182,22 @@ class Progress:
         limit = self.cfg.time_limit_s
         return limit is not None and self.elapsed_before + time.perf_counter() - self.started >= limit
 
+    def record_start(self, version: int, extra: dict[str, float]) -> None:
+        """Log the starting policy's held-out evaluation (`eval_at_start`) as update 0."""
+        self.log.log({"update": 0, "policy_version": version, "episodes": 0, "env_steps": 0,
+                      "elapsed_s": self.elapsed_before + time.perf_counter() - self.started, **extra})
+        self.last = time.perf_counter()  # update 1's iteration time does not count the evaluation
+
+    def evaluates_start(self) -> bool:
+        """Whether this run evaluates its starting policy (`eval_at_start`, not on a resume)."""
+        return self.cfg.eval_at_start and self.start == 0
+
     async def maybe_eval(self, update: int, last: bool = False) -> dict[str, float]:
-        """Held-out evaluation every `eval_every` updates, and after the run's `last` update."""
+        """Held-out evaluation every `eval_every` updates, after the run's `last` update, and of the starting
+        policy (update 0) with `eval_at_start`."""
         cfg = self.cfg
-        if not (cfg.eval_every and cfg.eval_tasks and (update % cfg.eval_every == 0 or last)):
+        due = update % cfg.eval_every == 0 if cfg.eval_every else False
+        if not (cfg.eval_tasks and (due or last or (update == 0 and cfg.eval_at_start))):
             return {}
         rate, n = await evaluate(self.c, cfg)
         low, high = wilson_interval(rate, n)
@@ -213,6 +225,8 @@ async def sync_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: Checkpoi
                      version: int) -> RunResult:
     await push_initial_weights(c, version)
     progress = Progress(cfg, c, log, ckpt, start)
+    if progress.evaluates_start():
+        progress.record_start(version, await progress.maybe_eval(0))
     watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates:
@@ -242,6 +256,8 @@ def trainer_loop(cfg: TrainConfig, c: Components, log: RunLog, ckpt: CheckpointM
                  *, stop: threading.Event | None = None, evaluate_fn: Any = None) -> RunResult:
     """The trainer side of async mode: pull a batch, update, push weights, record; until done or `stop`."""
     progress = Progress(cfg, c, log, ckpt, start)
+    if progress.evaluates_start() and evaluate_fn is not None:
+        progress.record_start(version, evaluate_fn(0, False))
     watch = SignalWatch(cfg.stop_without_signal, log.console)
     update, stopped_by = start, "updates"
     while update < cfg.updates and not (stop is not None and stop.is_set()):

@@ -106,9 +106,10 @@ class RunLog:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(7, 4))
-        x = [r["update"] for r in rows]
-        ax.plot(x, [r["success_rate"] for r in rows], label="success rate (train rollouts)")
-        ax.plot(x, [r["reward_mean"] for r in rows], label="reward mean", alpha=0.7)
+        trained = [r for r in rows if "success_rate" in r]  # not the starting policy's evaluation (update 0)
+        x = [r["update"] for r in trained]
+        ax.plot(x, [r["success_rate"] for r in trained], label="success rate (train rollouts)")
+        ax.plot(x, [r["reward_mean"] for r in trained], label="reward mean", alpha=0.7)
         evals = [r for r in rows if "eval_success_rate" in r]
         if evals:
             y = [r["eval_success_rate"] for r in evals]

@@ -26,7 +26,9 @@ def test_learning_bench_prints_its_json_shape(tmp_path):
         for e in per.values():
             for key in ("updates_to_0.5", "updates_to_0.8", "final_success", "collapsed"):
                 assert len(e[key]) == 1, key
-            assert e["updates_to_0.5"][0] in (None, 1) and 0.0 <= e["final_success"][0] <= 1.0
+            assert e["updates_to_0.5"][0] in (None, 0, 1) and 0.0 <= e["final_success"][0] <= 1.0
+            # the warm start is evaluated as update 0: where every estimator of the seed starts from
+            assert [u for u, _, _ in e["curve"][0]] == [0, 1] and e["start_success"] == [e["curve"][0][0][2]]
             assert e["collapsed"] == [False] and e["stopped_by"] == ["updates"] and len(e["wall_s"]) == 1
             assert len(e["train_success"]) == 1 and len(e["train_success"][0]) == 1
     assert (tmp_path / "curves.png").stat().st_size > 1000
@@ -42,7 +44,7 @@ def test_a_budget_in_env_steps_ends_every_run_there_and_evaluates_its_last_updat
     data = json.loads(done.stdout)
     assert data["budget"] == {"updates": 100_000, "env_steps": 1, "wall_s": None}
     e = data["envs"]["Maze-v0"]["grpo"]
-    assert e["stopped_by"] == ["env_steps"] and [u for u, _, _ in e["curve"][0]] == [1]  # evaluated off the grid
+    assert e["stopped_by"] == ["env_steps"] and [u for u, _, _ in e["curve"][0]] == [0, 1]  # evaluated off the grid
 
 
 @pytest.mark.parametrize(("extra", "words"), [

@@ -32,16 +32,24 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_an_env_step_budget_ends_the_run_and_its_last_update_is_evaluated(tmp_path, mode):
+def test_an_env_step_budget_ends_the_run_and_its_first_and_last_policies_are_evaluated(tmp_path, mode):
     """`max_env_steps` stops the run between updates once spent; the update it ends with is evaluated even
-    off the `eval_every` grid, so the run's final held-out figure is the policy it ends with."""
+    off the `eval_every` grid, so the run's final held-out figure is the policy it ends with; `eval_at_start`
+    evaluates the starting policy too, logged as update 0."""
     cfg = load_train_config(None, toy_config(tmp_path, name=f"budget-{mode}", mode=mode, updates=50, max_env_steps=1,
-                                             eval_every=5, checkpoint_every=0, tensorboard=False, plot=False))
+                                             eval_every=5, checkpoint_every=0, tensorboard=False, plot=False,
+                                             eval_at_start=True))
     result = train(cfg)
     assert result.stopped_by == "env_steps" and result.updates == 1
     rows = read_jsonl(cfg.run_dir / "metrics.jsonl")
-    assert [r["update"] for r in rows] == [1] and rows[0]["env_steps"] >= 1
-    assert 0.0 <= rows[0]["eval_success_rate"] <= 1.0
+    assert [r["update"] for r in rows] == [0, 1] and rows[0]["env_steps"] == 0 and rows[1]["env_steps"] >= 1
+    assert all(0.0 <= r["eval_success_rate"] <= 1.0 for r in rows) and "success_rate" not in rows[0]
+    assert [r["step"] for r in TrajectoryStore(cfg.store_url).metrics(cfg.name)] == [0, 1]
+
+
+def test_eval_at_start_without_held_out_tasks_is_refused_at_load(tmp_path):
+    with pytest.raises(Exception, match="eval_at_start evaluates on the held-out tasks, but eval_tasks is 0"):
+        load_train_config(None, toy_config(tmp_path, eval_tasks=0, eval_at_start=True))
 
 
 def test_sync_run_writes_metrics_events_plot_checkpoint_and_store(tmp_path):
