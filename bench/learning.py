@@ -289,23 +289,32 @@ class RunFailed(RuntimeError):
 
 def _pipelined(plan: list[tuple[str, str, int]], keys: dict[tuple, str | None], firsts: dict[str, tuple],
                args: argparse.Namespace, out: Path, console: Console) -> list[RunOutcome]:
-    """`args.jobs` fresh processes at once: every warm start first, each run once its warm start is done. The
-    first one that raises stops the benchmark at once (queued work cancelled, running workers ended) with an
+    """`args.jobs` fresh processes at once. A free worker takes a run whose warm start is done (in plan order,
+    seed-major) before the next warm start, so the first seeds' outcomes come while later seeds warm up. The
+    first job that raises stops the benchmark at once (queued work cancelled, running workers ended) with an
     error that names it; finished runs keep their outcomes in the runs directory."""
     spawn = multiprocessing.get_context("spawn")  # no forked torch state, each run a fresh process
     done: dict[tuple, RunOutcome] = {}
     pool = concurrent.futures.ProcessPoolExecutor(args.jobs, mp_context=spawn, max_tasks_per_child=1,
                                                   initializer=die_with_parent, initargs=(os.getpid(),))
+    warm_starts = list(firsts.values())  #: not started yet, in plan order
+    ready: list[tuple] = [item for item in plan if keys[item] is None]  #: runs whose warm start is done
+    policies: dict[str, str] = {}
+    pending: dict[concurrent.futures.Future, tuple] = {}
 
-    def start_runs(key: str | None, policy: str | None) -> dict[concurrent.futures.Future, tuple]:
-        warm = {key: policy} if key is not None else None
-        return {pool.submit(run_isolated, *item, args, str(out), warm): ("run", item)
-                for item in plan if keys[item] == key}
+    def fill() -> None:
+        while len(pending) < args.jobs and (ready or warm_starts):
+            if ready:
+                item = ready.pop(0)
+                key = keys[item]
+                warm = {key: policies[key]} if key is not None else None
+                pending[pool.submit(run_isolated, *item, args, str(out), warm)] = ("run", item)
+            else:
+                item = warm_starts.pop(0)
+                pending[pool.submit(warm_start_one, *item, args, str(out))] = ("warm start", item)
 
     try:
-        pending = {pool.submit(warm_start_one, *item, args, str(out)): ("warm start", item)
-                   for item in firsts.values()}
-        pending.update(start_runs(None, None))
+        fill()
         while pending:
             finished, _ = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in finished:
@@ -317,10 +326,13 @@ def _pipelined(plan: list[tuple[str, str, int]], keys: dict[tuple, str | None], 
                                     f"{type(exc).__name__}: {exc}") from exc
                 if kind == "warm start":
                     _report_warm_start(console, result)
-                    pending.update(start_runs(result[0], result[1]))
+                    policies[result[0]] = result[1]
+                    ready.extend(i for i in plan if keys[i] == result[0])
+                    ready.sort(key=plan.index)
                 else:
                     done[item] = result
                     _report_run(console, result)
+            fill()
     except BaseException:
         _stop_workers(pool)
         raise
