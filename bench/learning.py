@@ -33,8 +33,8 @@ and the JSON, so variants of one estimator are compared from the same warm start
 Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates and of
 the warm start itself, as update 0): the starting success, updates and env steps (turns collected)
 until held-out success first reaches 0.5 and 0.8, the final held-out success (last evaluation) and
-whether the run collapsed (final success below its best by more than 0.2). The table gives means over seeds with a 95% interval (t distribution) for the final
-success, and a paired figure that needs fewer seeds: since every estimator of a seed starts from the same
+whether the run collapsed (final success below its best by more than 0.2). The table gives means over
+seeds with a 95% interval (t distribution) for the final success, and a paired figure that needs fewer seeds: since every estimator of a seed starts from the same
 warm start and trains on the same tasks in the same order, the mean over the last half of the updates of
 its batch success minus GRPO's on the same batches (a 32-task evaluation alone is about +-0.15). The PNG
 draws every run's held-out curve; `--json` prints exactly
