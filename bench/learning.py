@@ -31,12 +31,13 @@ estimator may carry parameters over its recipe's (`gigpo:gamma=0.8`): the spec i
 and the JSON, so variants of one estimator are compared from the same warm starts on the same tasks.
 
 Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates and of
-the warm start itself, as update 0): the starting success, updates and env steps (turns collected)
-until held-out success first reaches 0.5 and 0.8, the final held-out success (last evaluation) and
-whether the run collapsed (final success below its best by more than 0.2). The table gives means over
-seeds with a 95% interval (t distribution) for the final success, and a paired figure that needs fewer seeds: since every estimator of a seed starts from the same
-warm start and trains on the same tasks in the same order, the mean over the last half of the updates of
-its batch success minus GRPO's on the same batches (a 32-task evaluation alone is about +-0.15). The PNG
+the warm start itself, as update 0): the starting success, updates and env steps (turns collected) until
+held-out success first reaches 0.5 and 0.8, the final held-out success (last evaluation) and whether the
+run collapsed (final success below its best by more than 0.2). The table gives means over seeds with a
+95% interval (t distribution) for the final success, and a paired figure that needs fewer seeds: since
+every estimator of a seed starts from the same warm start and trains on the same tasks in the same
+order, the mean over the last half of the updates of its batch success minus GRPO's on the same batches
+(a 32-task evaluation alone is about +-0.15). The PNG
 draws every run's held-out curve; `--json` prints exactly
 
     {"envs": {ENV_ID: {ESTIMATOR: {"updates_to_0.5": [...], "updates_to_0.8": [...],
@@ -117,7 +118,8 @@ def run_config(env_id: str, estimator: str, seed: int, args: argparse.Namespace,
     overrides = {**env_section(env_id), "name": run_name(env_id, estimator, seed), "output_dir": str(out),
                  "seed": seed, "updates": args.updates, "drop_zero_variance": False, "eval_tasks": args.eval_tasks,
                  "eval_every": args.eval_every, "eval_at_start": True, "checkpoint_every": 0, "tensorboard": False,
-                 "plot": False, "time_limit_s": args.time_limit, "max_env_steps": args.env_steps, "torch_threads": args.torch_threads,
+                 "plot": False, "time_limit_s": args.time_limit, "max_env_steps": args.env_steps,
+                 "torch_threads": args.torch_threads,
                  **args.overrides}
     cfg = load_train_config(ROOT / "configs" / f"{name}.yaml", overrides)
     if params:
