@@ -196,7 +196,7 @@ class Progress:
         """Held-out evaluation every `eval_every` updates, after the run's `last` update, and of the starting
         policy (update 0) with `eval_at_start`."""
         cfg = self.cfg
-        due = update % cfg.eval_every == 0 if cfg.eval_every else False
+        due = bool(cfg.eval_every) and update % cfg.eval_every == 0
         if not (cfg.eval_tasks and (due or last or (update == 0 and cfg.eval_at_start))):
             return {}
         rate, n = await evaluate(self.c, cfg)
