@@ -5,6 +5,9 @@ Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's
     adv_mean, adv_std, adv_abs_max           the per-turn advantages of the batch
     adv_token_mean                           the advantage per trained token (what a token-mean loss sees:
                                              long episodes count once per token, not once per episode)
+    adv_episode_mean                         the mean over episodes of each episode's advantage per token (what
+                                             an episode-mean loss, aggregation seq-mean-token-mean, sees; a
+                                             group-normalised outcome averages 0 here whatever the lengths)
     episode_{mean,std,abs_max}               the episode-level part (the whole advantage for trajectory-level
                                              estimators: grpo, rloo, dr_grpo)
     step_{mean,std,abs_max}                  the step-level part (gigpo, oprl), before omega/alpha
@@ -34,6 +37,17 @@ def _moments(prefix: str, values: np.ndarray | None) -> dict[str, float]:
             f"{prefix}_abs_max": float(np.abs(values).max())}
 
 
+def _episode_mean(adv: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> float:
+    """Mean over episodes (those with trained tokens) of the episode's token-weighted mean advantage."""
+    if not len(lengths) or not tokens.sum():
+        return 0.0
+    episode = np.repeat(np.arange(len(lengths)), lengths)
+    adv_sum = np.bincount(episode, weights=adv * tokens, minlength=len(lengths))
+    tok_sum = np.bincount(episode, weights=tokens, minlength=len(lengths))
+    present = tok_sum > 0
+    return float((adv_sum[present] / tok_sum[present]).mean())
+
+
 def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], success_reward: float) -> dict[str, float]:
     """Scalars (without the `credit/` prefix) from one update's `CreditResult`.
 
@@ -44,6 +58,7 @@ def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], succe
     tokens = np.asarray(action_tokens, dtype=np.float64)
     out = _moments("adv", adv)
     out["adv_token_mean"] = float((adv * tokens).sum() / tokens.sum()) if tokens.sum() else 0.0
+    out["adv_episode_mean"] = _episode_mean(adv, tokens, batch.lengths)
     episode = result.episode_part
     if episode is None and result.estimator in TRAJECTORY_LEVEL:
         episode = adv

@@ -1,0 +1,32 @@
+"""Credit diagnostics on hand-made batches: what a token-mean and an episode-mean loss see of one advantage."""
+
+from __future__ import annotations
+
+import pytest
+from agentgym.trainer.credit_diagnostics import credit_diagnostics
+
+from agentgym import Episode, Turn
+from agentgym.credit import compute_credit
+
+
+def episode(turns: int, reward: float) -> Episode:
+    steps = [Turn(index=i, reward=reward if i == turns - 1 else 0.0, state_fingerprint=f"s{i}") for i in range(turns)]
+    return Episode(group_id="g", turns=steps).finish()
+
+
+def test_long_failures_pull_the_token_mean_below_zero_but_not_the_episode_mean():
+    # two 4-turn successes and two 12-turn failures (a failure runs to the turn limit): GRPO's advantages are +1 and
+    # -1 per episode, but a failure has three times the turns, so a token-mean loss sees mostly negative advantage
+    result = compute_credit("grpo", [episode(4, 1.0), episode(4, 1.0), episode(12, 0.0), episode(12, 0.0)])
+    out = credit_diagnostics(result, [2] * result.batch.n_turns, success_reward=1.0)
+    assert out["adv_token_mean"] == pytest.approx(-0.5 * out["episode_abs_max"], rel=1e-6)
+    assert out["adv_episode_mean"] == pytest.approx(0.0, abs=1e-9)
+    assert out["failed_episode_share"] == 0.5 and out["failed_token_share"] == 0.75
+
+
+def test_episode_mean_weighs_each_episode_by_its_own_tokens():
+    result = compute_credit("grpo", [episode(2, 1.0), episode(3, 0.0)])
+    # the success's two turns trained 1 and 3 tokens, the failure's turns none: only the success counts
+    out = credit_diagnostics(result, [1, 3, 0, 0, 0], success_reward=1.0)
+    assert out["adv_episode_mean"] == pytest.approx(result.advantages[0])
+    assert credit_diagnostics(result, [0] * 5, success_reward=1.0)["adv_episode_mean"] == 0.0
