@@ -197,7 +197,7 @@ def test_gae_outcome_rewards_and_bootstrap():
 def test_spa_reference_quirks_are_flags():
     e = Episode(group_id="g", total_reward=1.0, turns=[Turn(index=i) for i in range(3)])
     res = compute_credit("spa", [e], contributions=[[0.2, 0.5, 0.4]], values=[[0, 0, 0]], beta=0.0,
-                         horizon_scale=True)
+                         horizon_scale=True, outcome_residual=False)
     assert np.allclose(res.turn_rewards, [0.4, 0.5, 0.0])
     others = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0)]) for r in (0.0, 0.0)]
     loo = compute_credit("spa", [e, *others], values=np.zeros(5), beta=0.0, loo_baseline=True)

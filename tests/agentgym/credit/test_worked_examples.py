@@ -80,18 +80,35 @@ def test_spa_example():
         Turn(index=0), Turn(index=1, info={"error_kind": "no_effect"}), Turn(index=2)])
     assert close(progress_loss([1.0], [[0.2, 0.5, 0.4]]), 0.01)
     result = compute_credit("spa", [ep], contributions=[[0.2, 0.5, 0.4]], values=[[0.6, 0.7, 0.8]],
-                            alpha=1.0, beta=0.5, gamma=1.0, lam=0.95, grounding_mode="bonus", whiten=False)
+                            alpha=1.0, beta=0.5, gamma=1.0, lam=0.95, grounding_mode="bonus", whiten=False,
+                            outcome_residual=False)
     assert close(result.turn_rewards, [0.7, 0.5, 0.9])
     assert close(result.advantages, [1.46025, 0.695, 0.1])
     assert close(result.returns, [2.06025, 1.395, 0.9])
     assert close(flat(result.returns_per_episode()), [2.06025, 1.395, 0.9])
 
 
+def test_spa_rewards_add_up_to_the_outcome_whatever_the_estimator_learned():
+    # two episodes of one task, the success and the failure given the same (wrong) contributions: without the
+    # residual their rewards are equal and SPA cannot tell them apart; with it each adds up to its own outcome
+    eps = [Episode(group_id="g", total_reward=r, turns=[Turn(index=i) for i in range(3)]) for r in (1.0, 0.0)]
+    kw = dict(contributions=[[0.1, 0.1, 0.1]] * 2, values=[[0.0] * 3] * 2, beta=0.0, whiten=False)
+    paper = compute_credit("spa", eps, outcome_residual=False, **kw)
+    assert close(paper.turn_rewards[:3], paper.turn_rewards[3:])
+    result = compute_credit("spa", eps, **kw)
+    assert close(result.turn_rewards, [0.1, 0.1, 0.8, 0.1, 0.1, -0.2])
+    assert close(result.turn_rewards[:3].sum(), 1.0) and close(result.turn_rewards[3:].sum(), 0.0)
+    # gamma = lam = 1: the return of turn t is R minus the contributions before t (the history's, not the action's)
+    exact = compute_credit("spa", eps, gamma=1.0, lam=1.0, **kw)
+    assert close(exact.returns, [1.0, 0.9, 0.8, 0.0, -0.1, -0.2])
+
+
 def test_spa_defaults_penalise_ungrounded_turns_and_whiten():
     ep = Episode(group_id="g", total_reward=1.0, turns=[
         Turn(index=0), Turn(index=1, info={"error_kind": "no_effect"}), Turn(index=2)])
     result = compute_credit("spa", [ep], contributions=[[0.2, 0.5, 0.4]], values=[[0.6, 0.7, 0.8]])
-    assert close(result.turn_rewards, [0.2, 0.4, 0.4])  # a valid turn earns nothing for being valid; -0.1 if not
+    # a valid turn earns nothing for being valid, -0.1 if not; the last turn also carries R - sum c = 1 - 1.1
+    assert close(result.turn_rewards, [0.2, 0.4, 0.3])
     assert close(result.advantages.mean(), 0.0) and close(result.advantages.std(), 1.0, tol=1e-5)
 
 
