@@ -15,8 +15,8 @@ def episode(turns: int, reward: float) -> Episode:
 
 
 def test_long_failures_pull_the_token_mean_below_zero_but_not_the_episode_mean():
-    # two 4-turn successes and two 12-turn failures (a failure runs to the turn limit): GRPO's advantages are +1 and
-    # -1 per episode, but a failure has three times the turns, so a token-mean loss sees mostly negative advantage
+    # two 4-turn successes and two 12-turn failures (a failure runs to the turn limit): GRPO's advantages are +a and
+    # -a per episode, but a failure has three times the turns, so a token-mean loss sees mostly negative advantage
     result = compute_credit("grpo", [episode(4, 1.0), episode(4, 1.0), episode(12, 0.0), episode(12, 0.0)])
     out = credit_diagnostics(result, [2] * result.batch.n_turns, success_reward=1.0)
     assert out["adv_token_mean"] == pytest.approx(-0.5 * out["episode_abs_max"], rel=1e-6)
