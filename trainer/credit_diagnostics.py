@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agentgym.credit import CreditResult
+from agentgym.credit import CreditResult, TurnBatch
 
 TRAJECTORY_LEVEL = ("grpo", "dr_grpo", "rloo")
 
@@ -37,13 +37,12 @@ def _moments(prefix: str, values: np.ndarray | None) -> dict[str, float]:
             f"{prefix}_abs_max": float(np.abs(values).max())}
 
 
-def _episode_mean(adv: np.ndarray, tokens: np.ndarray, lengths: np.ndarray) -> float:
+def _episode_mean(adv: np.ndarray, tokens: np.ndarray, batch: TurnBatch) -> float:
     """Mean over episodes (those with trained tokens) of the episode's token-weighted mean advantage."""
-    if not len(lengths) or not tokens.sum():
+    if not batch.n_episodes or not tokens.sum():
         return 0.0
-    episode = np.repeat(np.arange(len(lengths)), lengths)
-    adv_sum = np.bincount(episode, weights=adv * tokens, minlength=len(lengths))
-    tok_sum = np.bincount(episode, weights=tokens, minlength=len(lengths))
+    adv_sum = np.bincount(batch.episode_of_turn, weights=adv * tokens, minlength=batch.n_episodes)
+    tok_sum = np.bincount(batch.episode_of_turn, weights=tokens, minlength=batch.n_episodes)
     present = tok_sum > 0
     return float((adv_sum[present] / tok_sum[present]).mean())
 
@@ -58,7 +57,7 @@ def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], succe
     tokens = np.asarray(action_tokens, dtype=np.float64)
     out = _moments("adv", adv)
     out["adv_token_mean"] = float((adv * tokens).sum() / tokens.sum()) if tokens.sum() else 0.0
-    out["adv_episode_mean"] = _episode_mean(adv, tokens, batch.lengths)
+    out["adv_episode_mean"] = _episode_mean(adv, tokens, batch)
     episode = result.episode_part
     if episode is None and result.estimator in TRAJECTORY_LEVEL:
         episode = adv
