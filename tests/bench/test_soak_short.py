@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
 def short_soak(workdir: Path, *args: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, str(BENCH), "--short", "--json", "--seed", "3", "--workdir", str(workdir),
                           *args], capture_output=True, text=True, timeout=1200)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-8000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
