@@ -118,6 +118,18 @@ def kill_others():
                     os.kill(pid, sig)
                 except OSError:
                     pass
+    await_reaped(keep)
+
+
+def await_reaped(keep, wait_s=2.0):
+    """Wait (at most `wait_s`) until the killed processes are gone from /proc, not only dead: their parent (the
+    sandbox's init) collects the zombies asynchronously, and a loaded host can make that lag behind the kill,
+    so an exec right after a reset would still see them."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not any(pid not in keep and mine(pid) for pid in map(int, filter(str.isdigit, os.listdir("/proc")))):
+            return
+        time.sleep(0.01)
 
 
 def ancestors():
