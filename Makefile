@@ -3,7 +3,8 @@
 #   make quickstart   create .venv, install, run the main job: a tiny local model learns Maze-v0 on CPU
 #   make test         install what the tests need (apt packages, Docker engine, venv) and run every suite
 #   make test-fast    the suites that need no container engine, browser, Ray or vLLM (inner loop)
-#   make test-exhaustive  the sweeps over every shipped task (make test runs samples of each)
+#   make test-exhaustive  the sweeps over every shipped task (make test runs samples of each) and the
+#                         longer variants marked `extended`
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -30,14 +31,14 @@ setup-test:
 # two passes: every suite but the `serial` ones on TEST_WORKERS pytest-xdist workers (a file's tests stay on one
 # worker), then the `serial` ones alone (the short soaks and torchrun process groups); fails if either failed
 test: setup-test
-	$(PY) -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not serial" \
+	$(PY) -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not extended and not serial" \
 	  $(PYTEST_ARGS); parallel=$$?; \
-	$(PY) -m pytest -q -rs --durations=10 -m "serial and not exhaustive" $(PYTEST_ARGS); serial=$$?; \
+	$(PY) -m pytest -q -rs --durations=10 -m "serial and not exhaustive and not extended" $(PYTEST_ARGS); serial=$$?; \
 	[ $$serial -eq 5 ] && serial=0; [ $$parallel -eq 5 ] && parallel=0; \
 	exit $$(( parallel || serial ))
 
 test-exhaustive: setup-test
-	$(PY) -m pytest -q -rs -m exhaustive $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -m "exhaustive or extended" $(PYTEST_ARGS)
 
 test-fast:
 	bash scripts/venv.sh $(TEST_EXTRAS)

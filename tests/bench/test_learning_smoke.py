@@ -67,6 +67,7 @@ def test_the_paired_gap_compares_the_last_half_of_the_same_seeds_updates():
     assert paired_gap(other, grpo) == pytest.approx([0.15, 0.05])
 
 
+@pytest.mark.extended
 def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bit_for_bit(tmp_path):
     """The benchmark does the SFT once per env and seed (`warm_start_only`) and starts every estimator from it:
     the policy is exactly the one a run's own warm start leaves (same model init, same demonstrations)."""
@@ -188,6 +189,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(480)
 def test_a_killed_benchmark_leaves_no_run_behind(tmp_path):
     """`--jobs` workers end with the benchmark (SIGKILL included), so none keeps writing into --runs-dir."""

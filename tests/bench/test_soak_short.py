@@ -73,6 +73,7 @@ def test_short_soak_loses_nothing(tmp_path):
     assert_disk_fills_matched(result)
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.serial
 def test_short_soak_with_a_faulty_policy_server_loses_nothing(tmp_path):

@@ -373,6 +373,7 @@ def test_memory_plan_shards_with_fsdp2_and_refuses_what_cannot_fit():
         too_big.check()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.ray
 @needs_netns
