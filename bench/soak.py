@@ -298,11 +298,13 @@ def run_segments(args: argparse.Namespace, work: Path, config: Path, sampler: Rs
 def check_segment_exit(what: str, segment: int, kill: dict[str, float] | None, code: int, work: Path) -> None:
     """A segment must end as planned: exit 0 without a planned kill, killed (a signal) with one."""
     if kill is None and code != 0:
-        raise RuntimeError(f"{what} segment {segment} exited with {code}; see {work}/trainer-{segment}.log, "
-                           f"which ends:\n{log_tail(work / f'trainer-{segment}.log')}")
-    if kill is not None and code >= 0:
-        raise RuntimeError(f"{what} segment {segment} ended (exit {code}) before its planned kill {kill}; "
-                           f"see {work}/trainer-{segment}.log, which ends:\n{log_tail(work / f'trainer-{segment}.log')}")
+        problem = f"exited with {code}"
+    elif kill is not None and code >= 0:
+        problem = f"ended (exit {code}) before its planned kill {kill}"
+    else:
+        return
+    log = work / f"trainer-{segment}.log"
+    raise RuntimeError(f"{what} segment {segment} {problem}; see {log}, which ends:\n{log_tail(log)}")
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

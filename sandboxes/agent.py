@@ -108,8 +108,7 @@ def kill_others():
     # Freeze, then kill, until a pass finds nothing: a stopped process cannot fork, so a fork bomb cannot
     # refill the pid slots a kill-only pass frees.
     for _ in range(50):
-        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                  if pid not in keep and mine(pid) and alive(pid)]
+        others = [pid for pid in sandbox_pids(keep) if alive(pid)]
         if not others:
             break
         for sig in (signal.SIGSTOP, signal.SIGKILL):
@@ -126,10 +125,13 @@ def await_reaped(keep, wait_s=2.0):
     sandbox's init) collects the zombies asynchronously, and a loaded host can make that lag behind the kill,
     so an exec right after a reset would still see them."""
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if not any(pid not in keep and mine(pid) for pid in map(int, filter(str.isdigit, os.listdir("/proc")))):
-            return
+    while time.monotonic() < deadline and sandbox_pids(keep):
         time.sleep(0.01)
+
+
+def sandbox_pids(keep):
+    """The pids in /proc of this sandbox's processes (zombies included) but those in `keep`."""
+    return [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in keep and mine(pid)]
 
 
 def ancestors():
