@@ -72,3 +72,48 @@ def test_a_dead_workers_in_flight_episodes_end_as_infra_and_its_groups_are_owed_
     batch = actor.pull(None, 0, False)
     assert batch is not None and all(e.failure != Failure.INFRA for e in batch.episodes)
     assert len(batch.episodes) == 4
+
+
+def test_a_retry_out_with_a_worker_is_not_a_stall_even_while_that_worker_restarts(tmp_path):
+    """CI saw a run fail with CollectionStalled: two groups at 3/4 held the in-flight limit while their retries
+    were out with a rollout worker that had died and was being restarted. Retries take no in-flight slot, so
+    the data manager alone saw "nothing in flight"; a retry out with any worker (running, or owed again by
+    `recover`) means the groups can still complete."""
+    url = f"sqlite:///{tmp_path / 'episodes.db'}"
+    store = TrajectoryStore(url)
+    actor = DataManagerActor({"batch_groups": 2, "group_size": 4, "max_in_flight": 8})
+    dead, alive = "rollout-0-111-aaaaaa", "rollout-1-222-bbbbbb"
+    for group in ("G1", "G2"):
+        assert actor.try_acquire(4, alive)
+        pushed = [episode(group, alive, reward=r) for r in (0.0, 1.0, 0.0)] + [
+            episode(group, alive, status=EpisodeStatus.TRUNCATED, failure=Failure.INFRA)]
+        store.put_many(pushed)
+        actor.expect_group(group, f"task-{group}", 4)
+        for e in pushed:
+            actor.push(e, True, alive)
+    assert not actor.try_acquire(4, alive)  # 6 queued episodes + a new group of 4 > 8: only the retries can help
+    assert sorted(r.group_id for r in actor.take_retries(dead)) == ["G1", "G2"]
+    assert actor.stalled() is None  # the retries are out with `dead`: running, or owed again when it rejoins
+
+    assert actor.recover(dead, url, RUN)["owed"] == 2  # it died before starting them
+    assert actor.stalled() is None
+    retries = actor.take_retries(alive)
+    assert actor.stalled() is None  # out with `alive` now
+    for r in retries:
+        done = episode(r.group_id, alive, reward=0.5)
+        store.put_many([done])
+        actor.push(done, False, alive)
+    batch = actor.pull(None, 0, False)
+    assert batch is not None and len(batch.episodes) == 8 and actor.stalled() is None
+
+
+def test_groups_that_no_retry_can_complete_are_still_named_as_a_stall():
+    actor = DataManagerActor({"batch_groups": 2, "group_size": 4, "max_in_flight": 8})
+    owner = "rollout-0-111-aaaaaa"
+    for group in ("G1", "G2"):
+        assert actor.try_acquire(3, owner)
+        actor.expect_group(group, f"task-{group}", 4)
+        for r in (0.0, 1.0, 0.0):
+            actor.push(episode(group, owner, reward=r), True, owner)
+    stall = actor.stalled()
+    assert stall is not None and "held by 6 queued episodes of 2 groups" in stall and "'G1': '3/4'" in stall

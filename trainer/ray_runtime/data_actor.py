@@ -22,6 +22,10 @@ end as infrastructure failures (`IN_FLIGHT_AT_WORKER_LOSS`), every episode it
 stored is pushed (a push is idempotent by id), the rollouts its groups never
 started and the retries it took but never started are owed again, and its slots
 are given back. Its groups are taken to be of the run's `group_size`.
+
+Only the actor sees every worker's retries: `stalled` (no collection can ever go on) is never
+reported while a retry is out with some worker, which runs it or, when its process died, leaves it
+to `recover`; a retry whose run failed stops the run as that worker's collection failure.
 """
 
 from __future__ import annotations
@@ -136,8 +140,12 @@ class DataManagerActor:
         return self.dm.take_dropped()
 
     def stalled(self) -> str | None:
+        """`DataManager.stalled`, but never while a retry is owed or out with a worker: a retry takes no in-flight
+        slot, so the data manager alone would see "nothing in flight" while a worker runs the retry that completes
+        a group, or while that worker's process is being restarted (`recover` then owes the retry again)."""
         with self._lock:
-            return None if self._owed else self.dm.stalled()
+            out = any(self._retries_out.values())
+            return None if self._owed or out else self.dm.stalled()
 
     def set_version(self, version: int) -> None:
         self.dm.set_version(version)

@@ -250,6 +250,7 @@ class TrainerActor:
             watchdog.join()
             c.dm.close()
             failures += [f for fs in reachable([w.halt.remote() for w in self.workers]) for f in fs]
+        failures = list(dict.fromkeys(failures))  # the watchdog saw some of them already
         if failures:
             raise CollectionFailed(f"{len(failures)} collection failure(s) on the rollout workers; first: {failures[0]}")
         return result
