@@ -17,6 +17,9 @@ Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's
     turns_per_episode                        mean episode length of the batch
     failed_episode_share, failed_token_share the share of episodes that failed, and of trained tokens in them
                                              (a token share far above the episode share: long failures dominate)
+    oprl_rank_acc, oprl_rank_pairs           oprl: the share of the batch's outcome pairs whose step rewards, summed
+                                             per episode, rank them as the outcomes do (0.5: the PRM knows nothing)
+    oprl_step_weight                         oprl: the weight its step part was added with (alpha, scaled by that)
 """
 
 from __future__ import annotations
@@ -73,4 +76,5 @@ def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], succe
         failed = batch.outcome < success_reward
         out["failed_episode_share"] = float(failed.mean())
         out["failed_token_share"] = float(tokens[np.repeat(failed, batch.lengths)].sum() / tokens.sum())
+    out.update(result.scalars)
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,7 +19,9 @@ class CreditResult:
     `turn_rewards` (the dense per-turn rewards the estimator built: spa, oprl), `values` (the critic
     values it used) and `trained` (bool; False for turns the trainer should not train, e.g. shared
     tree prefixes copied into TRACE branches). `step_group` (int codes) is the cluster of turns a
-    step-level estimator compared each turn with (gigpo's anchor states).
+    step-level estimator compared each turn with (gigpo's anchor states). `scalars` are the batch-level
+    figures an estimator measured on the way (oprl: how well its step rewards rank the outcomes, and the
+    step weight that followed), logged with the update's credit diagnostics.
     """
 
     estimator: str
@@ -32,6 +34,7 @@ class CreditResult:
     values: np.ndarray | None = None
     trained: np.ndarray | None = None
     step_group: np.ndarray | None = None
+    scalars: dict[str, float] = field(default_factory=dict)
 
     def per_episode(self) -> list[list[float]]:
         """Advantages as one list per episode (one float per turn)."""
