@@ -19,7 +19,6 @@ Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's
                                              (a token share far above the episode share: long failures dominate)
     oprl_rank_acc, oprl_rank_pairs           oprl: the share of the batch's outcome pairs whose step rewards, summed
                                              per episode, rank them as the outcomes do (0.5: the PRM knows nothing)
-    oprl_step_weight                         oprl: the weight its step part was added with (alpha, scaled by that)
 """
 
 from __future__ import annotations

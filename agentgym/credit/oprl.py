@@ -14,15 +14,12 @@ nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself),
 outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
 by more than the floor is normalised as before (docs/credit.md).
 
-`step_weight="ranking"` (the default) is the second deviation: the step part is added with
-`alpha * max(0, 2 * acc - 1)`, where `acc` is the share of the batch's outcome pairs (R_i > R_j in one
+The result's scalars report `oprl_rank_acc`: the share of the batch's outcome pairs (R_i > R_j in one
 group) whose PRM scores `z = sum_t r_t` rank the same way (ties count half). The step rewards are read
-before the PRM trains on the batch, so `acc` measures it on data it has not seen: 0.5 (weight 0) while it
-knows nothing, 1 (weight alpha) when it ranks every pair. Measured on Maze-v0 (docs/credit.md): over 60
-updates the PRM's ranking stayed at chance (its DPO loss 0.66-0.71 before each step) while the drift
-between the policy and the PRM spread its step rewards past the floor, so a unit-scale step part
-uncorrelated with the outcome (corr 0.00-0.08) was added to every update and the policy stopped
-improving. `step_weight="fixed"` adds it with `alpha` whatever the PRM knows, as the paper does.
+before the PRM trains on the batch, so it measures the PRM on data it has not seen: 0.5 while it knows
+nothing. On Maze-v0 (docs/credit.md) it stayed near chance for 60 updates while the drift between the
+policy and the PRM spread the step rewards past the floor; weighting the step part by it made OPRL learn
+faster and then collapse in 2 of 3 seeds, so the weight stays alpha and the figure is a diagnostic.
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
@@ -117,19 +114,17 @@ def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float,
 @register_estimator("oprl", summary="GRPO episode advantage + alpha * group-normalised implicit PRM step reward",
                     needs=("step_rewards: implicit PRM reward r_t per turn",))
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
-         singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR,
-         step_weight: Literal["ranking", "fixed"] = "ranking") -> CreditResult:
+         singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR) -> CreditResult:
     """OPRL advantages.
 
     Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
-    step_part A_S [T] (before its weight), turn_rewards r [T]; scalars `oprl_rank_acc`, `oprl_rank_pairs`
-    and `oprl_step_weight` (see the module docstring).
+    step_part A_S [T] (before alpha), turn_rewards r [T]; scalars `oprl_rank_acc` and `oprl_rank_pairs`
+    (see the module docstring).
     """
     validate.number("oprl", "alpha", alpha, low=0.0)
     validate.number("oprl", "eps", eps, low=0.0)
     validate.choice("oprl", "singleton", singleton, ("zero", "raw"))
     validate.number("oprl", "step_std_floor", step_std_floor, low=0.0)
-    validate.choice("oprl", "step_weight", step_weight, ("ranking", "fixed"))
     r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
@@ -137,6 +132,5 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     floored = stats.with_std_floor(step_std_floor)
     a_s = floored.normalise(r, g_turn, "std", eps)
     acc, pairs = ranking_accuracy(batch, r)
-    weight = alpha if step_weight == "fixed" else alpha * max(0.0, 2.0 * acc - 1.0)
-    return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
-                        scalars={"oprl_rank_acc": acc, "oprl_rank_pairs": float(pairs), "oprl_step_weight": weight})
+    return CreditResult("oprl", batch, a_e + alpha * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
+                        scalars={"oprl_rank_acc": acc, "oprl_rank_pairs": float(pairs)})

@@ -20,8 +20,8 @@ class CreditResult:
     values it used) and `trained` (bool; False for turns the trainer should not train, e.g. shared
     tree prefixes copied into TRACE branches). `step_group` (int codes) is the cluster of turns a
     step-level estimator compared each turn with (gigpo's anchor states). `scalars` are the batch-level
-    figures an estimator measured on the way (oprl: how well its step rewards rank the outcomes, and the
-    step weight that followed), logged with the update's credit diagnostics.
+    figures an estimator measured on the way (oprl: how well its step rewards rank the outcomes), logged
+    with the update's credit diagnostics.
     """
 
     estimator: str

@@ -30,3 +30,10 @@ def test_episode_mean_weighs_each_episode_by_its_own_tokens():
     out = credit_diagnostics(result, [1, 3, 0, 0, 0], success_reward=1.0)
     assert out["adv_episode_mean"] == pytest.approx(result.advantages[0])
     assert credit_diagnostics(result, [0] * 5, success_reward=1.0)["adv_episode_mean"] == 0.0
+
+
+def test_an_estimators_own_figures_reach_the_diagnostics():
+    episodes = [episode(2, 1.0), episode(2, 0.0)]
+    result = compute_credit("oprl", episodes, step_rewards=[[0.1, 0.0], [0.3, 0.1]])  # the failure scores higher
+    out = credit_diagnostics(result, [1] * result.batch.n_turns, success_reward=1.0)
+    assert out["oprl_rank_acc"] == 0.0 and out["oprl_rank_pairs"] == 1.0
