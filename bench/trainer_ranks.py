@@ -159,11 +159,17 @@ def run_rank(args: argparse.Namespace) -> None:
     full = side.updater.strategy.gathered_state_dict()
     Path(args.out).write_text(json.dumps({"strategy": cfg.strategy, "world_size": world, "losses": losses,
                                           "sft_losses": sft_losses, "critic_losses": critic_losses,
-                                          "tokens_per_s": tokens / seconds, "update_s": seconds / args.updates}))
+                                          "tokens_per_s": tokens / seconds, "update_s": seconds / args.updates,
+                                          "peak_device_mb": peak_device_mb()}))
     if args.weights:
         torch.save(full, args.weights)
     group.lead("stop")
     group.close(drain=True)
+
+
+def peak_device_mb() -> float | None:
+    """The most GPU memory this rank's tensors took (None on CPU)."""
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
 
 
 if __name__ == "__main__":
