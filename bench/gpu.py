@@ -48,13 +48,17 @@ def update_run(name: str, strategy: str, dtype: str, args: argparse.Namespace, w
 
 def train_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     run_dir = workdir / "quickstart"
-    sets = {"updates": args.train_updates, "device": args.device, "dtype": "bfloat16" if args.device == "cuda" else "float32",
-            "eval_every": max(1, args.train_updates // 2), "time_limit_s": args.timeout_s, "output_dir": str(workdir)}
+    sets = {"updates": args.train_updates, "device": args.device,
+            "dtype": "bfloat16" if args.device == "cuda" else "float32",
+            "eval_every": max(1, args.train_updates // 2), "time_limit_s": args.timeout_s,
+            "output_dir": str(workdir)}
     cmd = [sys.executable, "-m", "agentgym", "train", str(ROOT / "configs" / "quickstart.yaml")]
     for key, value in sets.items():
         cmd += ["--set", f"{key}={value}"]
     started = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s + 120, env=os.environ.copy())
+    # cwd outside the checkout: `-m agentgym` then imports the installed package, not the folder here
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s + 120, env=os.environ.copy(),
+                          cwd=workdir)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         return {"error": (done.stdout + done.stderr)[-3000:], "seconds": seconds}
