@@ -218,11 +218,18 @@ def pump(proc, stdin_data, outs, deadline):
         sel.close()
 
 
-def child_limits(rlimits):
-    """A preexec function that applies rlimits to a command (local backend: no cgroup)."""
+def child_setup(rlimits):
+    """A preexec function for a command: the OOM killer's first choice (``oom_score_adj`` 1000, inherited by
+    everything it forks, so a memory bomb dies before this agent, which the sandbox cannot lose), then `rlimits`
+    (local backend: no cgroup)."""
 
     def apply():
-        for name, value in rlimits.items():
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        for name, value in (rlimits or {}).items():
             resource.setrlimit(getattr(resource, name), (value, value))
 
     return apply
@@ -246,7 +253,7 @@ def op_exec(req, cfg):
             cwd=cwd,
             env=env,
             start_new_session=True,
-            preexec_fn=child_limits(cfg["rlimits"]) if cfg.get("rlimits") else None,
+            preexec_fn=child_setup(cfg.get("rlimits")),
         )
     except OSError as exc:
         code = 127 if exc.errno == errno.ENOENT else 126

@@ -46,6 +46,9 @@ from agentgym.toolcalls import ToolCall, error_observation, parse_tool_calls
 
 FINAL_CHECK_RETRIES = 2
 FINAL_CHECK_WAIT_S = 1.0
+#: readings of the started system's health at reset until two in a row agree (a check that timed out on a loaded
+#: machine, or a heartbeat not yet written, would make the same seed's reset report another health)
+RESET_CHECK_READINGS, RESET_CHECK_WAIT_S = 4, 0.2
 _SURROGATE = re.compile("[\ud800-\udfff]")
 SYSTEM_PROMPT = (
     "You are the on-call site reliability engineer for a small web shop. Investigate with the observer tools, "
@@ -147,7 +150,7 @@ class SreEnv(TaskListEnv):
         herring = HERRINGS.get(task.herring, "")
         self._system = System.start(pool, pre="\n".join(x for x in (task.setup, inject.pre) if x),
                                     post="\n".join(x for x in (herring, inject.post) if x))
-        health = self._health()
+        health = self._stable_health()
         observation = self._briefing(task, health)
         self._state = SreEpisodeState(task_id=task.id, observation=observation, health=tuple(health.vector.items()))
         return observation, {"task_id": task.id, "difficulty": task.difficulty, "health": health.vector,
@@ -285,6 +288,17 @@ class SreEnv(TaskListEnv):
                 break
             time.sleep(FINAL_CHECK_WAIT_S)
             health = self._health()
+        return health
+
+    def _stable_health(self) -> Health:
+        """The health two readings in a row agree on (at most `RESET_CHECK_READINGS`; else the last)."""
+        health = self._health()
+        for _ in range(RESET_CHECK_READINGS - 1):
+            time.sleep(RESET_CHECK_WAIT_S)
+            again = self._health()
+            if again.vector == health.vector:
+                break
+            health = again
         return health
 
     def _health(self) -> Health:

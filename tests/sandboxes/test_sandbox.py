@@ -146,6 +146,15 @@ def test_frozen_agent_is_declared_dead(sandbox: Sandbox, monkeypatch: pytest.Mon
 
 
 
+def test_a_command_is_the_oom_killers_first_choice_not_the_agent(sandbox: Sandbox) -> None:
+    """Under the memory limit the kernel kills the command (and its forks), never the sandbox's agent: CI once
+    saw a Python fork bomb get the agent OOM-killed, and the sandbox could not restore."""
+    scores = sandbox.exec("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'").stdout.split()
+    assert scores == ["1000", "1000"]
+    agent = sandbox.exec("cat /proc/$PPID/oom_score_adj").stdout.strip()
+    assert int(agent) < 1000
+
+
 def test_restore_stops_fork_bombs_and_the_sandbox_runs_commands_again(docker_engine):
     """restore leaves no fork bomb behind, bomb after bomb (kill(-1) and freeze-then-kill passes)."""
     bombs = ["bash -c ':(){ :|:& };:'", "python3 -c 'import os\nwhile True: os.fork()'"] * 3

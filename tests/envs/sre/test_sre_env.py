@@ -83,3 +83,23 @@ def test_dead_container_is_an_infra_failure_and_the_next_episode_works(sre_env) 
     sre_env.reset(options={"task_id": CRASH})
     reward, info = solve(sre_env)
     assert info["success"] is True and reward == pytest.approx(1.0)
+
+
+def test_the_reset_health_is_the_one_two_readings_in_a_row_agree_on(monkeypatch) -> None:
+    """A health check that timed out once on a loaded machine must not make the same seed's reset report another
+    health (Gymnasium's determinism check compares it): the reset reads until two readings agree."""
+    from agentgym.envs.sre import env as sre_env_module
+    from agentgym.envs.sre.system import Health
+
+    def health(app_ok: bool) -> Health:
+        return Health(False, {"app": {"ok": app_ok}, "redis": {"ok": False}})
+
+    readings = iter([health(False), health(True), health(True), health(False)])  # a timeout, then the steady state
+    env = sre_env_module.SreEnv()
+    monkeypatch.setattr(sre_env_module, "RESET_CHECK_WAIT_S", 0.0)
+    monkeypatch.setattr(env, "_health", lambda: next(readings))
+    assert env._stable_health().vector == {"app": True, "redis": False}
+    flapping = iter([health(i % 2 == 0) for i in range(sre_env_module.RESET_CHECK_READINGS)])
+    monkeypatch.setattr(env, "_health", lambda: next(flapping))
+    assert env._stable_health().vector == {"app": False, "redis": False}  # never settled: the last reading
+    env.close()

@@ -71,6 +71,27 @@ def test_fork_bomb_huge_output_garbage_and_memory_are_contained(fuzz_env) -> Non
     sentinel.unlink()
 
 
+OOM_ADJ = ("python3 -c \"import os\nfor p in os.listdir('/proc'):\n  try:\n"
+           "    cmd = open('/proc/%s/cmdline' % p).read().replace(chr(0), ' ')\n"
+           "    adj = open('/proc/%s/oom_score_adj' % p).read().strip()\n  except (OSError, ValueError): continue\n"
+           "  for name in ('supervisor', 'redis-server', 'app.py', 'worker.py', 'nginx'):\n"
+           "    if name in cmd and 'python3 -c' not in cmd: print(name, adj)\n"
+           "print('self', open('/proc/self/oom_score_adj').read().strip())\"")
+
+
+def test_the_oom_killer_picks_the_models_commands_before_the_system(fuzz_env) -> None:
+    """The model's commands start at oom_score_adj 1000; the supervisor and the services it started do not
+    inherit that from sre-start's own command (a fork bomb once got the supervisor OOM-killed instead)."""
+    fuzz_env.reset(options={"task_id": TASK})
+    obs, _ = run(fuzz_env, OOM_ADJ)
+    output = json.loads(obs.split("\n", 1)[1].rsplit("\n", 1)[0])["content"]  # the tool response's JSON
+    seen = dict(line.split() for line in output.splitlines() if len(line.split()) == 2
+                and line.split()[0] in ("supervisor", "redis-server", "worker.py", "nginx", "self"))
+    assert seen.get("self") == "1000", obs
+    assert {"supervisor", "redis-server", "worker.py", "nginx"} <= seen.keys(), obs
+    assert all(adj == "0" for name, adj in seen.items() if name != "self"), obs
+
+
 def test_deleting_the_system_is_episode_local(fuzz_env) -> None:
     fuzz_env.reset(options={"task_id": TASK})
     run(fuzz_env, "python3 -c \"import shutil; shutil.rmtree('/srv', ignore_errors=True)\"")
