@@ -19,15 +19,17 @@ from __future__ import annotations
 import asyncio
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.collector import Collector
 from agentgym.collector.replay import BranchError
 from agentgym.errors import ConfigError
 from agentgym.policy.loading import OpenedPolicy, PolicyOptions, open_policy
 from agentgym.registration import make, resolve_turn_limit, turn_limit
-from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 __all__ = ["BranchError", "BranchPlan", "branch", "branch_episode", "recorded_env_kwargs", "validate_turn"]
 

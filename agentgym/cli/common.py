@@ -6,13 +6,15 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from agentgym.errors import AgentGymError
-from agentgym.store import TrajectoryStore
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 console = Console()
 err_console = Console(stderr=True)
@@ -37,6 +39,8 @@ def print_json(data: Any) -> None:
 
 
 def open_store(url: str, *, create: bool = True) -> TrajectoryStore:
+    from agentgym.store import TrajectoryStore
+
     with user_errors():
         return TrajectoryStore(url, create=create)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from agentgym.cli.common import console, guarded, open_store, print_json
-from agentgym.store import EpisodeFilter
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import EpisodeFilter
 
 app = typer.Typer(help="Query and export the trajectory store.", no_args_is_help=True)
 
@@ -17,6 +20,8 @@ STORE_OPTION = typer.Option(..., "--store", help="Store URL: a SQLite path or po
 
 def _filter(run: str | None, env: str | None, task: str | None, group: str | None, status: str | None,
             failure: str | None, min_reward: float | None, max_reward: float | None) -> EpisodeFilter:
+    from agentgym.store import EpisodeFilter
+
     return EpisodeFilter(run_id=run, env_id=env, task_id=task, group_id=group, status=status, failure=failure,
                          min_reward=min_reward, max_reward=max_reward)
 

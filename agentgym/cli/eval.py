@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -28,8 +28,10 @@ from agentgym.eval.reverify import reverify_run
 from agentgym.eval.runner import run_eval
 from agentgym.policy.loading import OpenedPolicy, PolicyOptions, open_policy
 from agentgym.policy.spec import parse_policy
-from agentgym.store import TrajectoryStore
 from agentgym.trajectory import new_id
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 WIDE = 120  #: tables are printed at least this wide (rather than truncating numbers in a narrow pipe)
 

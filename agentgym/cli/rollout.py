@@ -7,6 +7,7 @@ import random
 import statistics
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -20,8 +21,10 @@ from agentgym.policy.loading import PolicyOptions, open_policy
 from agentgym.policy.spec import PolicySpec, parse_policy
 from agentgym.registration import make, registry, resolve_turn_limit, turn_limit
 from agentgym.replay import replay as replay_episode
-from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, first_difference, new_id
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 
 def register(app: typer.Typer) -> None:

@@ -9,13 +9,15 @@ Tasks attempted by only one of the runs are counted, not compared.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.errors import ConfigError
 from agentgym.eval.metrics import EnvSummary, TaskScore
 from agentgym.eval.plan import EvalPlan
 from agentgym.eval.runner import score_run
-from agentgym.store import TrajectoryStore
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 SOLVED = 0.5  #: a task is solved when at least this fraction of its scored attempts succeeded
 

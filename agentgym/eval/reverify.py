@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.eval.compare import load_plan
 from agentgym.eval.metrics import scored
 from agentgym.registration import make
-from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, same_value
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 
 @dataclass

@@ -17,15 +17,17 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.collector import Collector, Task
 from agentgym.eval.metrics import EnvSummary, summarize
 from agentgym.eval.plan import EvalEnv, EvalPlan
 from agentgym.policy.loading import OpenedPolicy
 from agentgym.registration import make
-from agentgym.store import TrajectoryStore
 from agentgym.trajectory import Episode, EpisodeStatus, Failure
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported where it is used: the CLI starts faster
+    from agentgym.store import TrajectoryStore
 
 
 @dataclass
