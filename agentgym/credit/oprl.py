@@ -5,7 +5,7 @@ The learned part (`agentgym.credit.learned.ImplicitPRM`) gives per-turn implicit
 
     A_E(i)   = (R_i - mean_g R) / (std_g R + eps)               (GRPO within the group)
     A_S(i,t) = (r_t - mean_g r) / (max(std_g r, step_std_floor) + eps)   (over all turns of the group)
-    A        = A_E + alpha * A_S
+    A        = A_E + alpha * w * A_S                             (w: how well r ranks outcomes, below)
 
 `step_std_floor` (default 0.01, in reward units: 0.2 nats of log-ratio per turn at the PRM's default
 beta = 0.05) is this project's deviation from the reconstructed definition (`step_std_floor=0` restores
@@ -14,12 +14,22 @@ nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself),
 outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
 by more than the floor is normalised as before (docs/credit.md).
 
-The result's scalars report `oprl_rank_acc`: the share of the batch's outcome pairs (R_i > R_j in one
-group) whose PRM scores `z = sum_t r_t` rank the same way (ties count half). The step rewards are read
-before the PRM trains on the batch, so it measures the PRM on data it has not seen: 0.5 while it knows
-nothing. On Maze-v0 (docs/credit.md) it stayed near chance for 60 updates while the drift between the
-policy and the PRM spread the step rewards past the floor; weighting the step part by it made OPRL learn
-faster and then collapse in 2 of 3 seeds, so the weight stays alpha and the figure is a diagnostic.
+The step part is added with a weight that says how much the step rewards know (`step_gate="rank"`, the
+default; `"none"` adds it with alpha as reconstructed):
+
+    acc  = share of the batch's outcome pairs (R_i > R_j in one group) whose *mean* step reward per turn
+           ranks them the same way (ties half): read before the PRM trains on the batch, so on unseen data
+    lcb  = acc - gate_z * 0.5 / sqrt(n)          n: the distinct episodes in those pairs
+    w    = clip(2 * lcb - 1, 0, 1)               A = A_E + alpha * w * A_S
+
+A PRM at chance adds nothing (w = 0 up to a one-sided 95% bound by default), one that ranks every pair of
+a large batch adds its step part with alpha. The mean per turn, not the sum, because successes and
+failures differ in length: a step reward drifting the same way on every turn (the policy moving away
+from the PRM, docs/credit.md) ranks outcomes by length through the sum while saying nothing about which
+turn mattered, and a gate on the sum opened exactly then (Maze-v0: it let through step parts that
+favoured the rare tokens the policy had learned to avoid, and 2 of 3 seeds collapsed). The scalars report
+`oprl_rank_acc` (the sum's ranking, what the PRM's DPO loss optimises), `oprl_rank_acc_per_turn` (the
+gate's), `oprl_rank_pairs` and `oprl_step_weight` (alpha * w).
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
@@ -96,41 +106,59 @@ def preference_pairs(outcomes: Sequence[float], groups: Sequence[object], *, mar
     return pairs
 
 
-def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float, int]:
-    """How well the episode sums of `step_rewards` [T] rank the outcomes inside each group: the share of pairs
-    with R_i > R_j whose sums are ordered the same way (ties count half; 0.5 when there are no pairs), and how
-    many pairs there were."""
-    z = np.bincount(batch.episode_of_turn, weights=step_rewards, minlength=batch.n_episodes)
-    hits, pairs = 0.0, 0
+def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float, float, int, int]:
+    """How well `step_rewards` [T] rank the outcomes inside each group, scored per episode by their sum and by
+    their mean per turn: for each score, the share of pairs with R_i > R_j that it orders the same way (ties
+    count half; 0.5 when there are no pairs); then how many pairs there were and how many distinct episodes
+    they hold. Returns (accuracy of the sums, accuracy of the means, pairs, episodes)."""
+    z_sum = np.bincount(batch.episode_of_turn, weights=step_rewards, minlength=batch.n_episodes)
+    z_turn = z_sum / np.maximum(batch.lengths, 1)
+    hits, pairs, episodes = np.zeros(2), 0, 0
     for code in range(batch.n_groups):
         members = np.flatnonzero(batch.group == code)
         better = batch.outcome[members][:, None] > batch.outcome[members][None, :]
-        dz = (z[members][:, None] - z[members][None, :])[better]
-        hits += float((dz > 0).sum() + 0.5 * (dz == 0).sum())
+        for k, z in enumerate((z_sum, z_turn)):
+            dz = (z[members][:, None] - z[members][None, :])[better]
+            hits[k] += float((dz > 0).sum() + 0.5 * (dz == 0).sum())
         pairs += int(better.sum())
-    return (hits / pairs if pairs else 0.5), pairs
+        episodes += int((better.any(axis=0) | better.any(axis=1)).sum())
+    acc_sum, acc_turn = (hits / pairs) if pairs else (0.5, 0.5)
+    return float(acc_sum), float(acc_turn), pairs, episodes
 
 
-@register_estimator("oprl", summary="GRPO episode advantage + alpha * group-normalised implicit PRM step reward",
-                    needs=("step_rewards: implicit PRM reward r_t per turn",))
+def step_weight(acc: float, episodes: int, gate_z: float) -> float:
+    """w = clip(2 * lcb - 1, 0, 1), lcb = acc - gate_z * 0.5 / sqrt(episodes): 0 without pairs."""
+    if episodes == 0:
+        return 0.0
+    lcb = acc - gate_z * 0.5 / np.sqrt(episodes)
+    return float(np.clip(2.0 * lcb - 1.0, 0.0, 1.0))
+
+
+@register_estimator("oprl", summary="GRPO episode advantage + alpha * (PRM ranking weight) * group-normalised "
+                    "implicit PRM step reward", needs=("step_rewards: implicit PRM reward r_t per turn",))
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
-         singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR) -> CreditResult:
+         singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR,
+         step_gate: Literal["rank", "none"] = "rank", gate_z: float = 1.645) -> CreditResult:
     """OPRL advantages.
 
     Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
-    step_part A_S [T] (before alpha), turn_rewards r [T]; scalars `oprl_rank_acc` and `oprl_rank_pairs`
-    (see the module docstring).
+    step_part A_S [T] (before the weight), turn_rewards r [T]; scalars `oprl_rank_acc`,
+    `oprl_rank_acc_per_turn`, `oprl_rank_pairs` and `oprl_step_weight` (see the module docstring).
     """
     validate.number("oprl", "alpha", alpha, low=0.0)
     validate.number("oprl", "eps", eps, low=0.0)
     validate.choice("oprl", "singleton", singleton, ("zero", "raw"))
     validate.number("oprl", "step_std_floor", step_std_floor, low=0.0)
+    validate.choice("oprl", "step_gate", step_gate, ("rank", "none"))
+    validate.number("oprl", "gate_z", gate_z, low=0.0)
     r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
     stats = segment_stats(r, g_turn, batch.n_groups)
     floored = stats.with_std_floor(step_std_floor)
     a_s = floored.normalise(r, g_turn, "std", eps)
-    acc, pairs = ranking_accuracy(batch, r)
-    return CreditResult("oprl", batch, a_e + alpha * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
-                        scalars={"oprl_rank_acc": acc, "oprl_rank_pairs": float(pairs)})
+    acc, acc_turn, pairs, episodes = ranking_accuracy(batch, r)
+    weight = alpha * (step_weight(acc_turn, episodes, gate_z) if step_gate == "rank" else 1.0)
+    return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
+                        scalars={"oprl_rank_acc": acc, "oprl_rank_acc_per_turn": acc_turn,
+                                 "oprl_rank_pairs": float(pairs), "oprl_step_weight": weight})

@@ -267,12 +267,13 @@ def test_oprl_step_part_of_an_untrained_prm_stays_at_its_own_small_scale():
 
 def test_oprl_reports_how_well_its_step_rewards_rank_the_outcomes():
     """oprl_rank_acc: the share of outcome pairs whose step-reward sums rank them as the outcomes do (ties half),
-    a diagnostic of what the PRM knows (0.5: nothing); the step part is still added with alpha."""
+    a diagnostic of what the PRM knows (0.5: nothing); without the gate the step part is added with alpha."""
     outcomes = [1.0, 1.0, 0.0, 0.0]
     group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=i) for i in range(2)]) for r in outcomes]
     right = [[0.3, 0.1], [0.2, 0.1], [-0.1, 0.0], [0.0, -0.2]]  # sums 0.4, 0.3 > -0.1, -0.2: all 4 pairs
-    res = compute_credit("oprl", group, step_rewards=right, alpha=0.5)
-    assert res.scalars == {"oprl_rank_acc": 1.0, "oprl_rank_pairs": 4.0}
+    res = compute_credit("oprl", group, step_rewards=right, alpha=0.5, step_gate="none")
+    assert res.scalars == {"oprl_rank_acc": 1.0, "oprl_rank_acc_per_turn": 1.0, "oprl_rank_pairs": 4.0,
+                           "oprl_step_weight": 0.5}
     assert np.allclose(res.advantages, res.episode_part + 0.5 * res.step_part)
     chance = [[0.3, 0.1], [-0.1, -0.2], [0.2, 0.1], [0.0, -0.2]]  # winners 0.4, -0.3; losers 0.3, -0.2: 2 of 4
     assert compute_credit("oprl", group, step_rewards=chance).scalars["oprl_rank_acc"] == 0.5
@@ -284,8 +285,40 @@ def test_oprl_reports_how_well_its_step_rewards_rank_the_outcomes():
     res = compute_credit("oprl", three, step_rewards=[[0.2], [0.1], [0.3]] + right)  # h: 1 of 2; g: 4 of 4
     assert res.scalars["oprl_rank_pairs"] == 6.0 and res.scalars["oprl_rank_acc"] == pytest.approx(5 / 6)
     same = [Episode(group_id="s", total_reward=1.0, turns=[Turn(index=0)]) for _ in range(2)]
-    assert compute_credit("oprl", same, step_rewards=[[0.1], [0.2]]).scalars == {"oprl_rank_acc": 0.5,
-                                                                                 "oprl_rank_pairs": 0.0}
+    assert compute_credit("oprl", same, step_rewards=[[0.1], [0.2]]).scalars == {
+        "oprl_rank_acc": 0.5, "oprl_rank_acc_per_turn": 0.5, "oprl_rank_pairs": 0.0, "oprl_step_weight": 0.0}
+
+
+def _maze_like_batch(rng: np.random.Generator, groups: int = 8) -> list[Episode]:
+    """Groups of 8: 3 successes of 6 turns, 5 failures of 15 (successes are short, as in a maze)."""
+    return [Episode(group_id=f"g{g}", total_reward=r, turns=[Turn(index=i) for i in range(6 if r else 15)])
+            for g in range(groups) for r in (1.0,) * 3 + (0.0,) * 5]
+
+
+def test_oprl_adds_the_step_part_only_as_far_as_it_ranks_unseen_outcomes_per_turn():
+    """The step part's weight: 0 while the step rewards rank outcomes no better than chance (the outcome
+    comparison alone decides, as in GRPO), alpha once they rank every pair of a large batch, and 0 for a
+    drift that ranks outcomes by length only (every turn's reward lower by the same amount: the sum ranks the
+    short successes first, the mean per turn does not)."""
+    rng = np.random.default_rng(1)
+    batch = _maze_like_batch(rng)
+    noise = [rng.normal(0.0, 0.05, len(e.turns)).tolist() for e in batch]
+    res = compute_credit("oprl", batch, step_rewards=noise)
+    assert res.scalars["oprl_step_weight"] == 0.0 and np.array_equal(res.advantages, res.episode_part)
+    assert np.std(res.step_part) > 0.9  # the step part is still computed and stored, only not added
+
+    drift = [[-0.0625] * len(e.turns) for e in batch]  # exact in binary: every mean per turn is equal
+    res = compute_credit("oprl", batch, step_rewards=drift)
+    assert res.scalars["oprl_rank_acc"] == 1.0  # the sums rank by length
+    assert res.scalars["oprl_rank_acc_per_turn"] == 0.5 and res.scalars["oprl_step_weight"] == 0.0
+
+    knows = [(0.05 * (2 * e.total_reward - 1) + rng.normal(0.0, 0.01, len(e.turns))).tolist() for e in batch]
+    res = compute_credit("oprl", batch, step_rewards=knows, alpha=1.0)
+    assert res.scalars["oprl_rank_acc_per_turn"] == 1.0
+    assert res.scalars["oprl_step_weight"] == pytest.approx(1.0 - 1.645 / np.sqrt(64))  # lcb of 64 episodes
+    assert np.allclose(res.advantages, res.episode_part + res.scalars["oprl_step_weight"] * res.step_part)
+    few = compute_credit("oprl", batch[:8], step_rewards=knows[:8])  # one group: 8 episodes are weak evidence
+    assert few.scalars["oprl_step_weight"] == pytest.approx(max(0.0, 1.0 - 1.645 / np.sqrt(8)))
 
 
 def test_oprl_step_std_floor_is_validated():
@@ -294,6 +327,8 @@ def test_oprl_step_std_floor_is_validated():
 
     with pytest.raises(CreditParamError, match="step_std_floor=-1.0 must be a finite number"):
         compute_credit("oprl", group, step_rewards=[[0.1], [0.0]], step_std_floor=-1.0)
+    with pytest.raises(CreditParamError, match="step_gate"):
+        compute_credit("oprl", group, step_rewards=[[0.1], [0.0]], step_gate="sum")
 
 
 def test_gigpo_one_invalid_turn_in_a_large_same_state_cluster_is_not_blown_up():

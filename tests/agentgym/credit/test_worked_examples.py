@@ -130,7 +130,7 @@ def test_oprl_prm_loss_and_step_reward():
 def test_oprl_advantages():
     eps = [Episode(group_id="g", total_reward=r, turns=[Turn(index=i) for i in range(3)]) for r in (1.0, 0.0)]
     step = [[0.07, -0.02, 0.05], [-0.03, 0.01, -0.03]]
-    result = compute_credit("oprl", eps, step_rewards=step, alpha=1.0)
+    result = compute_credit("oprl", eps, step_rewards=step, alpha=1.0, step_gate="none")  # as reconstructed
     assert close(result.episode_part, [0.707106] * 3 + [-0.707106] * 3)
     assert close(np.mean(flat(step)), 0.008333) and close(np.std(flat(step), ddof=1), 0.043089)
     assert close(result.step_part[0], 1.431111)
