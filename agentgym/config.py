@@ -178,6 +178,10 @@ class TrainConfig(BaseModel):
     """spa / oprl: keyword arguments of the learned model (ProgressEstimator / ImplicitPRM), e.g. {lr: 1e-4}."""
     trace_roots: int = Field(4, ge=1)
     """trace: root rollouts per task before the allocator spends the rest of group_size on branches."""
+    trace_calibrated: bool = True
+    """trace: once the allocator has seen 64 nodes, rank branch points and extra roots by a model of the mixed
+    outcomes they actually gave (docs/algorithms.md, 2.6); false keeps the mixed-outcome probability of the
+    success predictor's p_hat alone, prefixes only."""
     updates: int = Field(100, ge=1)
     """Number of policy updates."""
     groups_per_batch: int = Field(16, ge=1)

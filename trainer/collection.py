@@ -44,6 +44,12 @@ class CollectTally:
     action_tokens: int = 0
     generate_s: float = 0.0
     costs: list[EpisodeCost] = field(default_factory=list)  #: of the episodes that recorded one
+    # TRACE's allocation: branch points planned (with the sum of their scores: predicted mixed-outcome
+    # probabilities once calibrated), how many of them ended mixed, and rollouts spent on extra roots
+    branch_points: int = 0
+    branch_score: float = 0.0
+    branch_mixed: int = 0
+    extra_roots: int = 0
     started: float = field(default_factory=time.perf_counter)
 
     def add(self, episodes: list[Episode], success_reward: float) -> None:
@@ -129,13 +135,20 @@ class RolloutDriver:
         (turn-level forks of the most informative prefixes, or extra roots); one group, one budget."""
         roots = (await self.collector.collect([task], group_size=min(self.trace_roots, budget))).episodes
         tree = list(roots)
-        for request in self.allocator.plan(tree, budget - len(tree)):
+        plan = self.allocator.plan(tree, budget - len(tree))
+        for request in plan:
             parent = next(e for e in tree if e.id == request.episode_id)
             if request.turn == 0:
                 tree += (await self.collector.collect([task], group_size=request.k, group_id=parent.group_id)).episodes
             else:
                 tree += await self.collector.branch(parent, request.turn, request.k)
-        self.allocator.observe(tree)
+        seen = self.allocator.observe(tree)
+        with self._tally_lock:
+            branches = [r for r in plan if r.turn > 0]
+            self.tally.branch_points += len(branches)
+            self.tally.branch_score += sum(r.score for r in branches)
+            self.tally.branch_mixed += seen.branch_mixed
+            self.tally.extra_roots += sum(r.k for r in plan if r.turn == 0)
         return tree
 
     async def run_retries(self) -> None:

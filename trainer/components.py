@@ -243,15 +243,19 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
                                    **context_settings(cfg))
     dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg, facts)
-    allocator = None
-    if cfg.estimator == "trace":
-        from agentgym.credit import TraceAllocator
-
-        allocator = TraceAllocator(success_threshold=cfg.success_reward)
     driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward,
-                           allocator=allocator, trace_roots=cfg.trace_roots)
+                           allocator=trace_allocator(cfg), trace_roots=cfg.trace_roots)
     return Components(p, sync, dm, driver, train_tasks, eval_tasks, eval_collector, backend=backend,
                       collectors=[col for col in (collector, eval_collector) if col is not None])
+
+
+def trace_allocator(cfg: TrainConfig) -> Any:
+    """TRACE's branch allocator for `cfg` (None for other estimators; the local and the Ray runtime build it alike)."""
+    if cfg.estimator != "trace":
+        return None
+    from agentgym.credit import TraceAllocator
+
+    return TraceAllocator(success_threshold=cfg.success_reward, mix_warmup=64 if cfg.trace_calibrated else None)
 
 
 def async_in_flight(cfg: TrainConfig) -> int | None:

@@ -149,7 +149,7 @@ class Progress:
             "lr": float(self.c.policy.scheduler.get_last_lr()[0]),
             "elapsed_s": self.elapsed_before + now - self.started,
             **stats.flat(), **data.flat(), **extra, **_drop_shares(dropped, len(batch.episodes)),
-            **{f"cost/{k}": v for k, v in costs.items()}, **stages,
+            **{f"cost/{k}": v for k, v in costs.items()}, **stages, **_allocation(tally),
         }
         self.log.log(row, [e.id for e in batch.episodes] if self.cfg.log_episode_ids else None)
         self.write_credit(update, version - 1, dropped)
@@ -202,6 +202,19 @@ class Progress:
         rate, n = await evaluate(self.c, cfg)
         low, high = wilson_interval(rate, n)
         return {"eval_success_rate": rate, "eval_success_low": low, "eval_success_high": high}
+
+
+def _allocation(tally: Any) -> dict[str, float]:
+    """TRACE's allocation since the last update: branch points, their predicted and realised mixed-outcome
+    rates, and the share of collected episodes that were extra roots (nothing for other estimators)."""
+    points, extra = tally.branch_points, tally.extra_roots
+    if not points and not extra:
+        return {}
+    nan = float("nan")
+    return {"trace/branch_points": points,
+            "trace/branch_predicted_mixed": tally.branch_score / points if points else nan,
+            "trace/branch_mixed": tally.branch_mixed / points if points else nan,
+            "trace/extra_root_share": extra / tally.episodes if tally.episodes else nan}
 
 
 def _drop_shares(dropped: list[tuple[str, int, str]], trained: int) -> dict[str, float]:

@@ -53,6 +53,10 @@ class Tally(Protocol):
     successes: int
     reward_sum: float
     costs: list[Any]  #: `agentgym.cost.EpisodeCost` of each collected episode that recorded one
+    branch_points: int  #: TRACE: branch points planned, the sum of their scores, how many ended mixed
+    branch_score: float
+    branch_mixed: int
+    extra_roots: int  #: TRACE: rollouts spent on extra roots
 
 
 class BatchSource(Protocol):

@@ -6,6 +6,11 @@
   fingerprint at the branch point, words of the observation there, depth, reward and invalid
   actions so far), trained online with binary cross-entropy on (prefix, final outcome) pairs.
   numpy only; `agentgym.credit.learned.LMSuccessPredictor` is the tiny-LM alternative.
+- `MixPredictor`: the same model trained on realised branch points instead: the probability that
+  the recorded path through a node and k new continuations from it do not all end alike. A
+  success predictor pools many states into one p_hat; where the policy is nearly deterministic
+  each state's own p is near 0 or 1, so `I_k(p_hat)` overstates how often a branch compares
+  anything (E[I(p)] <= I(E[p])). Trained on what branches actually gave, it does not.
 
 Any object with `predict(prefixes) -> [N] probabilities` and `update(prefixes, labels) -> loss`
 (the `SuccessPredictor` protocol) can drive `TraceAllocator`.
@@ -31,6 +36,8 @@ class Prefix:
     task_key: str  #: the root (task) this prefix grows from
     turns: tuple[Turn, ...]  #: the turns taken so far (k = len(turns))
     next_turn: Turn | None = None  #: the turn taken next on the recorded path (its observation/fingerprint describe the state)
+    outcome: float | None = None  #: success label of the recorded path through this state (`MixPredictor` only)
+    path_len: int = 0  #: turns of the recorded path through this state (`MixPredictor` only)
 
     @property
     def depth(self) -> int:
@@ -149,6 +156,20 @@ class PrefixPredictor:
                              f"{self.n_features}; build it with the same n_features.")
         self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
         self.bias, self.n_seen = float(state["bias"]), int(state["n_seen"])
+
+
+class MixPredictor(PrefixPredictor):
+    """P(mixed outcomes) at a node: `PrefixPredictor`'s features plus the recorded path's outcome and the
+    turns it took after the node (known when planning, so they may be read)."""
+
+    def features(self, prefix: Prefix) -> np.ndarray:
+        out = list(super().features(prefix))
+        n = self.n_features
+        if prefix.outcome is not None:
+            _bucket(out, f"outcome={round(prefix.outcome, 1)}", n)
+            _bucket(out, f"outcome={round(prefix.outcome, 1)}|depth={min(prefix.depth, 32)}", n)
+        _bucket(out, f"left={min(max(prefix.path_len - prefix.depth, 0), 32)}", n)
+        return np.unique(np.asarray(out, dtype=np.int64))
 
 
 def _sigmoid(x: np.ndarray | float) -> np.ndarray:

@@ -62,6 +62,10 @@ class NotFound(AgentGymError):
     """A page names something the store does not hold (HTTP 404)."""
 
 
+#: metric prefixes drawn in the run page's credit section: the estimators' diagnostics and TRACE's allocation
+CREDIT = ("credit/", "trace/")
+
+
 def _templates() -> Any:
     jinja2 = require("jinja2", extra="serve", what="the trajectory viewer")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -142,8 +146,8 @@ def create_app(store: TrajectoryStore) -> Any:
                                             ("success rate per policy version", "success_rate"))]
         return page("run.html", run_id=run_id, config=config, envs=envs, metric_steps=len(metrics),
                     costs=store.run_costs(run_id),
-                    charts=[charts.line_chart(s) for s in series if not s.name.startswith(("credit/", "cost/"))],
-                    credit_charts=[charts.line_chart(s) for s in series if s.name.startswith("credit/")],
+                    charts=[charts.line_chart(s) for s in series if not s.name.startswith(CREDIT + ("cost/",))],
+                    credit_charts=[charts.line_chart(s) for s in series if s.name.startswith(CREDIT)],
                     version_charts=[charts.line_chart(s) for s in version_series] if len(versions) > 1 else [])
 
     # ---- evals ---------------------------------------------------------------

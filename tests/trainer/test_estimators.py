@@ -37,4 +37,14 @@ def test_one_update_per_estimator(tmp_path, estimator, extra):
         assert row["credit_model_pretrain_steps"] == 2 and state["extra"]["credit_models"]["step"] == 3
         assert "credit_model_explained_variance" in row
     if estimator == "trace":
-        assert state["extra"]["trace_allocator"] is not None
+        assert state["extra"]["trace_allocator"]["mix"] is not None
+        assert row["trace/branch_points"] + row["trace/extra_root_share"] * row["collected_episodes"] >= 2
+        assert 0.0 <= row["trace/branch_predicted_mixed"] <= 1.0 and 0.0 <= row["trace/branch_mixed"] <= 1.0
+        from fastapi.testclient import TestClient
+
+        from agentgym.store import TrajectoryStore
+        from agentgym.viewer.app import create_app
+
+        html = TestClient(create_app(TrajectoryStore(cfg.store_url))).get("/runs/trace").text
+        credit = html[html.index("Credit assignment diagnostics"):]
+        assert "trace/branch_mixed" in credit and "trace/extra_root_share" in credit

@@ -53,6 +53,7 @@ class RolloutWorker:
             env_source,
             model_spec,
             split_tasks,
+            trace_allocator,
         )
         from agentgym.trainer.model import build_model
 
@@ -89,14 +90,9 @@ class RolloutWorker:
                                         env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
                                         **context_settings(cfg))
         train_tasks, _ = split_tasks(cfg, inspect_env(cfg.env, cfg.env_kwargs))
-        allocator = None
-        if cfg.estimator == "trace":
-            from agentgym.credit import TraceAllocator
-
-            allocator = TraceAllocator(success_threshold=cfg.success_reward)
         self.driver = RolloutDriver(self.collector, RemoteDataManager(data_manager, owner=self.incarnation),
                                     train_tasks, seed=seed,
-                                    success_reward=cfg.success_reward, allocator=allocator,
+                                    success_reward=cfg.success_reward, allocator=trace_allocator(cfg),
                                     trace_roots=cfg.trace_roots)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"rollout-{index}", daemon=True)

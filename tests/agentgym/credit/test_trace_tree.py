@@ -139,3 +139,41 @@ def test_unwarmed_predictor_falls_back_to_the_task_posterior():
     assert allocator.p_hat([Prefix("x", (), None)])[0] == pytest.approx((1 + 2) / (2 + 3))
     with pytest.raises(ValueError, match="k >= 2"):
         TraceAllocator(k=1)
+
+
+def _repeating_tree(g):
+    """4 roots with mixed outcomes, each branched once at turn 1 into 2 children that end like their parent
+    (a nearly deterministic policy: branching repeats the parent, more roots compare)."""
+    roots = [node(f"{g}r{i}", i % 2, 3, group=g) for i in range(4)]
+    kids = [node(f"{g}r{i}c{j}", i % 2, 2, f"{g}r{i}", 1, group=g) for i in range(2) for j in range(2)]
+    return roots + kids
+
+
+def test_calibrated_allocation_learns_that_branches_repeat_and_spends_on_roots():
+    allocator = TraceAllocator(TablePredictor({}, default=0.5), k=2, mix_warmup=40)
+    assert not allocator.calibrated  # before: I_k(p_hat) = 0.5 on every prefix, so prefixes only
+    assert all(r.turn > 0 for r in allocator.plan(_repeating_tree("g")[:4], budget=4))
+    for i in range(30):
+        stats = allocator.observe(_repeating_tree(f"g{i}"))
+    assert (stats.branch_points, stats.branch_mixed) == (2, 0)  # both branch points repeated their parent
+    assert allocator.calibrated
+    plan = allocator.plan(_repeating_tree("new")[:4], budget=4)
+    assert plan[0].turn == 0 and plan[0].k == 2 and plan[0].score > 0.6  # the root: its rollouts differ
+    assert all(r.score < 0.4 for r in plan if r.turn > 0)  # branches: they repeat (the mix model learned it)
+    restored = TraceAllocator(TablePredictor({}, default=0.5), k=2, mix_warmup=40)
+    restored.load_state_dict(allocator.state_dict())
+    assert restored.calibrated and restored.plan(_repeating_tree("new")[:4], budget=4) == plan
+    old = {key: v for key, v in allocator.state_dict().items() if not key.startswith("mix")}
+    fresh = TraceAllocator(TablePredictor({}, default=0.5), k=2)
+    fresh.load_state_dict(old)  # a checkpoint from before the mixed-outcome model: it starts afresh
+    assert not fresh.calibrated
+    never = TraceAllocator(TablePredictor({}, default=0.5), k=2, mix_warmup=None)  # trace_calibrated: false
+    never.load_state_dict(allocator.state_dict())
+    assert not never.calibrated and all(r.turn > 0 for r in never.plan(_repeating_tree("new")[:4], budget=4))
+
+
+def test_observe_counts_mixed_branch_points():
+    eps = [node("r", 1, 3), node("a", 0, 2, "r", 1), node("b", 1, 2, "r", 1), node("c", 1, 1, "r", 2),
+           node("d", 1, 1, "r", 2)]
+    stats = TraceAllocator(TablePredictor({}), k=2).observe(eps)
+    assert (stats.branch_points, stats.branch_mixed) == (2, 1)
