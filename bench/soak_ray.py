@@ -65,6 +65,8 @@ from soak_env import append_record
 ROOT = BENCH.parent
 NETNS = ROOT / "scripts" / "ray-netns.sh"
 GRACE_S = 10.0  #: the collector's extra wait for a remote env beyond turn_timeout_s (collector._PROXY_GRACE_S)
+#: an episode is made (its `created_at`) a moment before its reset is sent: queueing for an env slot, making the env
+RESET_SLACK_S = 5.0
 ACTORS = ("EnvWorker", "RolloutWorker")  #: the actors the injector kills, in turn
 #: the infra failure kinds of the Ray faults (from the stored error or the episode's metadata)
 ROLLOUT_LOST, ENV_LOST, RESET_TIMEOUT = "rollout_worker_lost", "env_connection_lost", "env_reset_timeout"
@@ -292,17 +294,21 @@ class Explainer:
     - ``env_connection_lost``: the kill of the env worker whose session process ran the episode, or else a trainer
       kill after the episode started: the cluster dies with its driver, and a rollout worker that outlives its env
       worker by a moment stores the dropped connection (counted apart in `at_trainer_kill`);
-    - ``env_reset_timeout``: an episode begun within `RESTART_WAIT_S` after an env worker kill whose reset met the
-      dead server and waited for the restarted one past the collector's limit (under load a restart takes longer
-      than ``turn_timeout_s`` + 10 s); it never reached an env, so it names no soak token (`reset_at_env_restart`);
+    - ``env_reset_timeout``: an episode whose reset met the dead server of a killed env worker and waited for the
+      restarted one past the collector's limit (`reset_limit_s`; under load a restart takes longer): begun within
+      `RESTART_WAIT_S` after the kill, or before it with its reset still in flight at the kill (begun at most
+      `reset_limit_s` + `RESET_SLACK_S` before it; a local run had four begun 6 s before the kill take 23 s); it never
+      reached an env, so it names no soak token (`reset_at_env_restart`);
     - ``trainer_stopped`` of an episode begun just after a trainer kill's record: the cluster outlives its killed
       driver for a moment (fate sharing is not instant), and a rollout worker may start one more episode; a kill
       explains the episodes begun before its segment's processes were gone (`begun_after_kill_record`).
     """
 
     def __init__(self, faults: list[dict[str, Any]], starts: list[dict[str, Any]], owners: dict[str, str],
-                 created: dict[str, float] | None = None, segments: list[dict[str, Any]] | None = None):
+                 created: dict[str, float] | None = None, segments: list[dict[str, Any]] | None = None,
+                 reset_limit_s: float = 0.0):
         self.created = created or {}
+        self.reset_limit_s = reset_limit_s
         killed_segments = {f.get("segment") for f in faults if f["kind"] == "trainer_kill"}
         self.killed_ends = [seg["ended"] for seg in segments or [] if seg["segment"] in killed_segments]
         self.begun_after_kill_record: set[str] = set()
@@ -328,7 +334,8 @@ class Explainer:
             return None
         if kind == RESET_TIMEOUT:
             began = self.created.get(episode["id"], float("-inf"))
-            if episode["token"] is None and any(0 <= began - k <= RESTART_WAIT_S for k in self.env_kills):
+            in_flight = self.reset_limit_s + RESET_SLACK_S
+            if episode["token"] is None and any(-in_flight <= began - k <= RESTART_WAIT_S for k in self.env_kills):
                 self.reset_at_env_restart.add(episode["id"])
                 return "actor_kill"
             return None
@@ -385,7 +392,8 @@ def main(args: argparse.Namespace) -> int:
     (work / "run.json").write_text(json.dumps(run))
     faults = read_jsonl(work / "faults.jsonl")
     starts = read_jsonl(work / "starts.jsonl")
-    explainer = Explainer(faults, starts, *episode_owners(store), segments=run["segments"])
+    explainer = Explainer(faults, starts, *episode_owners(store), segments=run["segments"],
+                          reset_limit_s=args.turn_timeout_s + 2 * GRACE_S)  # the Ray run's turn limit + the grace
     result = account(work, store, RUN_NAME, run, args.turn_timeout_s + GRACE_S, explain=explainer)
     result["env_lost_at_trainer_kill"] = len(explainer.at_trainer_kill)
     # resets that met a killed env worker name no soak token: explained by its kill, not unnamed mysteries; the env

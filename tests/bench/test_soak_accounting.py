@@ -60,6 +60,24 @@ def test_ray_actor_kills_explain_their_infra_kinds_and_preempt_env_faults():
     assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-s", "id-y"]
 
 
+def test_a_reset_in_flight_at_an_env_worker_kill_or_begun_after_it_is_the_kills():
+    """A reset that met the killed env worker's dead server waits for the restarted one, past the collector's limit
+    under load: explained when begun after the kill, or before it with the reset still in flight at the kill."""
+    from soak_ray import RESET_SLACK_S, RESTART_WAIT_S, Explainer
+
+    timeout = "env.reset did not answer within 23 s (our timeout)"
+    faults = [{"kind": "actor_kill", "actor": "EnvWorker", "pid": 50, "children": [], "time": 100.0}]
+    created = {"id-before": 94.0, "id-after": 130.0, "id-long-before": 100.0 - 23.0 - RESET_SLACK_S - 1,
+               "id-too-late": 100.0 + RESTART_WAIT_S + 1}
+    stored = [{**episode(name, timeout), "id": f"id-{name}", "token": None}
+              for name in ("before", "after", "long-before", "too-late")]
+    explainer = Explainer(faults, [], {}, created, reset_limit_s=23.0)
+    result = fault_match(faults, {}, stored, {}, explainer)
+    assert result["faults_hit_stored_episodes"] == {"actor_kill": 2}
+    assert explainer.reset_at_env_restart == {"id-before", "id-after"}
+    assert sorted(m["episode"] for m in result["fault_mismatch_examples"]) == ["id-long-before", "id-too-late"]
+
+
 def test_a_disk_fill_ends_its_episode_and_a_later_full_disk_on_its_worker_is_poisoning():
     full = ("env.step: sandbox disk full: sandbox local-7-ab (local) refused moves/03.txt in its workspace /work "
             "(ENOSPC: No space left on device)")
