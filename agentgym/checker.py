@@ -253,6 +253,26 @@ def check_task_splits(factory: Callable[[], Any]) -> CheckResult:
     return CheckResult("task_splits", passed, detail)
 
 
+def check_gymnasium(factory: Callable[[], Any]) -> CheckResult:
+    """Gymnasium's own `check_env` on a fresh env (its warnings are the result's detail)."""
+    env = factory()
+    try:
+        return _gymnasium_result(env)
+    finally:
+        env.close()
+
+
+def _gymnasium_result(env: Any) -> CheckResult:
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gymnasium_check_env(env.unwrapped, skip_render_check=True)
+    except Exception as exc:
+        return CheckResult("gymnasium.check_env", False, f"{type(exc).__name__}: {exc}")
+    notes = "; ".join(sorted({str(w.message)[:120] for w in caught}))
+    return CheckResult("gymnasium.check_env", True, notes or "no warnings")
+
+
 def check_env_contract(env_id: str, factory: Callable[[], Any]) -> CheckReport:
     """Run every check on envs made by `factory`; the report says which passed."""
     report = CheckReport(env_id)
@@ -261,13 +281,7 @@ def check_env_contract(env_id: str, factory: Callable[[], Any]) -> CheckReport:
         if not isinstance(env.unwrapped, AgentEnv):
             report.results.append(CheckResult("agentenv", False,
                                               f"{type(env.unwrapped).__name__} does not subclass agentgym.AgentEnv"))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            gymnasium_check_env(env.unwrapped, skip_render_check=True)
-        notes = "; ".join(sorted({str(w.message)[:120] for w in caught}))
-        report.results.append(CheckResult("gymnasium.check_env", True, notes or "no warnings"))
-    except Exception as exc:
-        report.results.append(CheckResult("gymnasium.check_env", False, f"{type(exc).__name__}: {exc}"))
+        report.results.append(_gymnasium_result(env))
     finally:
         env.close()
     for check in (check_action_format, check_determinism, check_fingerprint, check_malformed_actions, check_snapshot,

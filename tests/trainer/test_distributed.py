@@ -109,7 +109,7 @@ def test_two_ranks_give_the_one_process_losses_and_weights(tmp_path, one_process
 
 @torchrun_alone
 @needs_netns
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+@pytest.mark.parametrize("strategy", [pytest.param("ddp", marks=pytest.mark.extended), "fsdp2"])  # ddp ranks: above
 def test_two_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_path, one_process_critic_sft,
                                                                             strategy):
     two = ranks(tmp_path, strategy, 2, "--strategy", strategy, *CRITIC_SFT)
@@ -147,7 +147,7 @@ RENDEZVOUS = {  # the two ways docs/distributed.md launches several nodes
 
 @torchrun_alone
 @needs_netns
-@pytest.mark.parametrize("rendezvous", sorted(RENDEZVOUS))
+@pytest.mark.parametrize("rendezvous", [pytest.param("static", marks=pytest.mark.extended), "c10d"])
 def test_two_torchrun_nodes_give_the_one_process_losses_and_weights(tmp_path, one_process, rendezvous):
     # two torchrun agents, one rank each, as on two hosts: they meet only through the rendezvous on 127.0.0.1
     out, weights = tmp_path / "nodes.json", tmp_path / "nodes.pt"
@@ -314,6 +314,7 @@ def test_two_ray_rank_actors_give_the_one_process_losses_and_weights(tmp_path, o
     assert_same(one_process, (result, torch.load(weights)))
 
 
+@pytest.mark.extended  # torchrun's critic test and the Ray runtime's fsdp2 rank actors below cover its parts
 @pytest.mark.ray
 @needs_netns
 def test_two_ray_fsdp2_ranks_match_one_process_with_a_critic_after_an_sft_warm_start(tmp_path,

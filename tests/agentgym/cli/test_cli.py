@@ -43,10 +43,19 @@ NEEDS_DOCKER = {"SRE-v0", "Code-v0"}  # a live system / a sandbox in a container
 NEEDS_BROWSER = {"Browser-v0"}  # headless Chromium
 
 
+#: checked through the CLI by `make test-exhaustive` only (CI's time): `make test` checks them through their env
+#: servers and containers (tests/envs/sre/test_sre_served.py, tests/envs/browser/test_browser_env_server.py,
+#: tests/runtime/test_family_containers.py), and the CLI's check with the other envs
+EXTENDED = {"SRE-v0", "Browser-v0"}
+
+
 def _marked(env_id: str):
+    marks = [pytest.mark.extended] if env_id in EXTENDED else []
     if env_id in NEEDS_DOCKER:
-        return pytest.param(env_id, marks=pytest.mark.docker)
-    return pytest.param(env_id, marks=pytest.mark.browser) if env_id in NEEDS_BROWSER else env_id
+        marks.append(pytest.mark.docker)
+    if env_id in NEEDS_BROWSER:
+        marks.append(pytest.mark.browser)
+    return pytest.param(env_id, marks=marks)
 
 
 @pytest.mark.parametrize("env_id", [_marked(e) for e in builtin_env_ids()])

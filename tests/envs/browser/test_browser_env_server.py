@@ -12,7 +12,8 @@ from agentgym.cli import app
 from tests.runtime.servers import served
 
 
-@pytest.mark.parametrize("env_kwargs", [{}, {"suite": "miniwob", "task": "click-checkboxes"}],
+@pytest.mark.parametrize("env_kwargs", [{}, pytest.param({"suite": "miniwob", "task": "click-checkboxes"},
+                                                           marks=pytest.mark.extended)],  # the same server path
                          ids=["sites", "miniwob"])
 def test_envs_check_passes_through_the_env_server(env_kwargs):
     with served("Browser-v0", env_kwargs=env_kwargs) as server:
