@@ -8,7 +8,7 @@ collector's event loop pushes while the trainer thread pulls; on Ray the same
 class runs as a threaded actor.
 
     dm = DataManager(batch_groups=16, group_size=8, staleness_bound=1)
-    await dm.acquire_async()        # collector: wait for a slot (backpressure)
+    await dm.acquire_async(8)       # collector: wait for a group's 8 slots at once (backpressure)
     dm.push(episode)                # collector: a finished, scored episode
     batch = dm.pull(version=3)      # trainer: blocks until 16 curated groups are ready
     state = dm.cursor()             # checkpoint: resume neither loses nor repeats data
@@ -163,9 +163,16 @@ class DataManager:
             self._occupancy.change(+n)
             return True
 
-    async def acquire_async(self, poll_s: float = 0.002) -> None:
-        """Wait (without blocking the event loop) for an in-flight slot."""
-        while not self.try_acquire():
+    async def acquire_async(self, n: int = 1, *, poll_s: float = 0.002) -> None:
+        """Wait (without blocking the event loop) for `n` in-flight slots, taken at once (`try_acquire`).
+
+        A group's producer asks for the whole group: `n = 1` per member lets the members of several
+        groups fill the limit between them, each group incomplete, and wait on each other forever.
+        """
+        if self.max_in_flight is not None and n > self.max_in_flight:
+            raise ValueError(f"acquire_async({n}): more slots than max_in_flight={self.max_in_flight} allows at once; "
+                             "raise max_in_flight to at least the group size")
+        while not self.try_acquire(n):
             if self._closed:
                 raise RuntimeError("the data manager was closed")
             await asyncio.sleep(poll_s)

@@ -173,24 +173,48 @@ async def test_async_collector_and_trainer_thread_meet_in_the_manager():
     pulled: list[int] = []
 
     def trainer():
-        for v in range(3):
-            batch = dm.pull(version=v, timeout=5)
-            pulled.append(len(batch.episodes))
+        try:
+            for v in range(3):
+                batch = dm.pull(version=v, timeout=60)
+                assert batch is not None, "no batch within 60 s"
+                pulled.append(len(batch.episodes))
+        finally:  # a trainer that fails ends the producers' waits (they raise) instead of leaving them waiting
+            if len(pulled) < 3:
+                dm.close()
 
     thread = threading.Thread(target=trainer)
     thread.start()
 
-    async def one(i: int):
-        await dm.acquire_async()
-        await asyncio.sleep(0.001)
-        dm.push(ep(f"g{i // 2}", float(i % 2)))
+    async def group(g: int):  # a group's two slots at once, as the collector asks for them
+        await dm.acquire_async(2)
+        for member in range(2):
+            await asyncio.sleep(0.001)
+            dm.push(ep(f"g{g}", float(member)))
 
-    await asyncio.gather(*(one(i) for i in range(12)))
-    await asyncio.to_thread(thread.join, 5)
+    await asyncio.gather(*(group(g) for g in range(6)))
+    await asyncio.to_thread(thread.join, 60)
     assert pulled == [4, 4, 4]
     m = dm.metrics()
     assert m.trained == 12 and m.in_flight == 0 and m.queue_depth == 0
     assert 0.0 <= m.trainer_idle_frac <= 1.0 and 0.0 < m.env_utilization <= 1.0
+
+
+async def test_a_group_takes_its_slots_at_once_and_a_request_over_the_limit_or_after_close_is_refused():
+    """Members of several groups taking one slot each can fill the limit with incomplete groups (the case a hung
+    CI run showed); a group's slots taken at once cannot, and a request over the limit is refused clearly."""
+    dm = DataManager(batch_groups=1, group_size=2, max_in_flight=2)
+    await dm.acquire_async()
+    dm.push(ep("a", 1.0))  # half of group a queued
+    assert not dm.try_acquire(2)  # a whole group of b does not fit: b waits instead of half-filling the limit
+    await dm.acquire_async()  # a's second member fits
+    dm.push(ep("a", 0.0))
+    assert dm.pull(timeout=1) is not None
+    await asyncio.wait_for(dm.acquire_async(2), timeout=5)
+    with pytest.raises(ValueError, match="max_in_flight=2"):
+        await dm.acquire_async(3)
+    dm.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await dm.acquire_async(1)
 
 
 def test_close_wakes_a_waiting_trainer():
