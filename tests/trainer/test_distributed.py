@@ -191,6 +191,7 @@ def one_process_lora(tmp_path_factory) -> tuple[dict, dict]:
     return result[0] | {"adapter": torch.load(tmp / "adapter.pt")}, result[1]
 
 
+@pytest.mark.extended  # the LoRA resume below: two fsdp2 ranks' updates then one process's equal the one process's
 @torchrun_alone
 @needs_netns
 def test_two_fsdp2_ranks_train_a_lora_adapter_like_one_process(tmp_path, one_process_lora):
@@ -300,6 +301,7 @@ def test_killed_rank_ends_the_run_with_an_error_and_resume_continues(tmp_path):
 
 # ---- through Ray: trainer ranks as actors forming one process group --------------------------------
 
+@pytest.mark.extended  # Ray rank actors: the disaggregated fsdp2 run below; two ranks' numerics: the torchrun tests
 @pytest.mark.ray
 @needs_netns
 def test_two_ray_rank_actors_give_the_one_process_losses_and_weights(tmp_path, one_process):

@@ -105,6 +105,7 @@ def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(
     assert json.loads((run_dir / "run_config.json").read_text())["keep_turns"] == 1  # hf:RUN@latest reads it
 
 
+@pytest.mark.extended  # sync on Ray: the fsdp2 disaggregated run (test_distributed.py); resume: the Ray soak's driver kill
 @pytest.mark.ray
 @needs_netns
 def test_sync_run_on_local_ray_resumes_from_its_checkpoint(tmp_path):
