@@ -29,12 +29,16 @@ setup-test:
 	bash scripts/vllm-venv.sh
 
 # two passes: every suite but the `serial` ones on TEST_WORKERS pytest-xdist workers (a file's tests stay on one
-# worker), then the `serial` ones alone (the short soaks and torchrun process groups); fails if either failed
+# worker), then the `serial` ones alone (the short soaks and torchrun process groups); fails if either failed, and
+# names every failed test of both passes on its last lines (a log cut to its tail still says what failed)
 test: setup-test
-	$(PY) -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not extended and not serial" \
-	  $(PYTEST_ARGS); parallel=$$?; \
-	$(PY) -m pytest -q -rs --durations=10 -m "serial and not exhaustive and not extended" $(PYTEST_ARGS); serial=$$?; \
+	log=$$(mktemp); \
+	$(PY) -m pytest -q -rfEs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not exhaustive and not extended and not serial" \
+	  $(PYTEST_ARGS) 2>&1 | tee $$log; parallel=$${PIPESTATUS[0]}; \
+	$(PY) -m pytest -q -rfEs --durations=10 -m "serial and not exhaustive and not extended" $(PYTEST_ARGS) 2>&1 | tee -a $$log; \
+	serial=$${PIPESTATUS[0]}; \
 	[ $$serial -eq 5 ] && serial=0; [ $$parallel -eq 5 ] && parallel=0; \
+	echo "make test: parallel pass exit $$parallel, serial pass exit $$serial"; grep -E '^(FAILED|ERROR) ' $$log; rm -f $$log; \
 	exit $$(( parallel || serial ))
 
 test-exhaustive: setup-test
