@@ -15,6 +15,7 @@ from agentgym.errors import (
     StoreError,
     UnknownEnvError,
 )
+from agentgym.importing import lazy_attributes
 from agentgym.registration import EnvSpec, make, register, registry, spec
 from agentgym.runtime.remote import RemoteEnv
 from agentgym.spaces import UnicodeText
@@ -28,15 +29,7 @@ __all__ = [
     "UnknownEnvError", "fingerprint_text", "make", "register", "registry", "spec",
 ]
 
-_LAZY = {"EpisodeFilter", "TrajectoryStore"}  #: in agentgym.store, imported on first use
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        from agentgym import store
-
-        return getattr(store, name)
-    raise AttributeError(f"module 'agentgym' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"EpisodeFilter": "agentgym.store", "TrajectoryStore": "agentgym.store"})
 
 
 registry.load_plugins()

@@ -1,4 +1,5 @@
-"""Import user code named as ``package.module:attribute`` (tool functions, scripted policies, hooks)."""
+"""Import user code named as ``package.module:attribute`` (tool functions, scripted policies, hooks), and a
+package's attributes imported from their modules on first use (`lazy_attributes`)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ def import_callable(target: str, *, what: str) -> Callable[..., Any]:
     if not callable(obj):
         raise ConfigError(f"{what} {target!r} is not callable")
     return obj
+
+
+def lazy_attributes(package: str, modules: dict[str, str]) -> Callable[[str], Any]:
+    """A module-level `__getattr__` (PEP 562) for `package`: attribute `name` is imported from the module
+    `modules[name]` when first read, so importing the package does not import that module's dependencies."""
+
+    def __getattr__(name: str) -> Any:
+        if name in modules:
+            return getattr(importlib.import_module(modules[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -179,11 +179,10 @@ class TraceAllocator:
         cands = self.candidates(view)
         if self.calibrated:  # realised mixed-outcome rates, roots competing with prefixes
             cands += self.root_candidates(view)
-        p = self.p_hat([c[2] for c in cands]) if cands else np.zeros(0)
-        if not cands:
-            scores = np.zeros(0)
-        elif self.calibrated:
-            scores = np.asarray(self.mix.predict([c[2] for c in cands]), dtype=np.float64)
+        prefixes = [c[2] for c in cands]
+        p = self.p_hat(prefixes) if cands else np.zeros(0)
+        if cands and self.calibrated:
+            scores = np.asarray(self.mix.predict(prefixes), dtype=np.float64)
         else:
             scores = informativeness(p, self.k)
         order = sorted(range(len(cands)), key=lambda i: (-scores[i], i))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentgym.importing import lazy_attributes
+
 
 def create_app(store: Any) -> Any:
     """The FastAPI app over `store` (see `agentgym.viewer.app`)."""
@@ -21,12 +23,7 @@ def create_app(store: Any) -> Any:
     return _create(store)
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("BackgroundViewer", "serve", "free_port"):
-        from agentgym.viewer import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module 'agentgym.viewer' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(("BackgroundViewer", "serve", "free_port"), f"{__name__}.server"))
 
 
 __all__ = ["BackgroundViewer", "create_app", "free_port", "serve"]

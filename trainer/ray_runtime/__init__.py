@@ -19,17 +19,11 @@ config on Ray and prints a JSON summary.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from agentgym.importing import lazy_attributes
 
 __all__ = ["RaySettings", "run_on_ray", "run_ray"]
 
-#: resolved on first use (PEP 562): an actor imports its own module through this package, and the env worker and
-#: data manager actors need neither the driver's torch nor the trainer's components
-_LAZY = {"RaySettings": "settings", "run_on_ray": "driver", "run_ray": "driver"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: resolved on first use: an actor imports its own module through this package, and the env worker and data
+#: manager actors need neither the driver's torch nor the trainer's components
+__getattr__ = lazy_attributes(__name__, {"RaySettings": f"{__name__}.settings", "run_on_ray": f"{__name__}.driver",
+                                         "run_ray": f"{__name__}.driver"})
