@@ -63,7 +63,7 @@ class SoakMaze(MazeEnv):
             raise ValueError(f"disk_rate={disk_rate} fills the sandbox's disk: it needs sandbox=True")
         self.fault_log, self.start_log, self.plan_seed = fault_log, start_log, plan_seed
         self.kill_rate, self.hang_rate, self.hang_s, self.disk_rate = kill_rate, hang_rate, hang_s, disk_rate
-        #: the sandbox each step writes into (opened at the first reset), or None
+        #: the sandbox each step writes into (opened here, with the env), or None
         self.workspace = Workspace() if sandbox else None
         self._serial = itertools.count()
         #: in a container: its short id (docker's hostname), in each token and record; else None (tokens as before)

@@ -1,6 +1,8 @@
 """The soak env's sandbox: a real agentgym sandbox with a small writable workspace, on every episode's path.
 
-`Workspace` opens one sandbox per env instance (lazily, at the first reset) from the ``sandboxes`` package:
+`Workspace` opens one sandbox per env instance, when the env is made, from the ``sandboxes`` package (not at the first
+reset: starting a sandbox's agent process takes seconds on a loaded machine, which a reset under the run's 3 s
+``turn_timeout_s`` cannot afford, while an env's start has ``env_start_timeout_s``):
 
 - on a host (the soak's process mode) the ``local`` backend: bubblewrap with a tmpfs workspace of
   ``Limits.disk_bytes`` (1 MiB here);
@@ -51,17 +53,14 @@ class Workspace:
     """One env instance's sandbox; see the module docstring."""
 
     def __init__(self, backend: str | None = None):
-        self.backend, self.sandbox = backend, None
+        from agentgym.sandboxes import Limits, default_backend
+        from agentgym.sandboxes import open as open_sandbox
+
+        self.sandbox = open_sandbox("soak", backend=backend or default_backend("local"), limits=Limits(**LIMITS))
 
     def reset(self) -> None:
-        """Open the sandbox on first use, else wipe its workspace back to the state right after it started."""
-        if self.sandbox is None:
-            from agentgym.sandboxes import Limits, default_backend
-            from agentgym.sandboxes import open as open_sandbox
-
-            self.sandbox = open_sandbox("soak", backend=self.backend or default_backend("local"), limits=Limits(**LIMITS))
-        else:
-            self.sandbox.reset()
+        """Wipe the workspace back to the state right after the sandbox started."""
+        self.sandbox.reset()
 
     @property
     def storage(self) -> str | None:
