@@ -22,14 +22,18 @@ quickstart: venv
 	$(VENV)/bin/agentgym envs check Maze-v0 --env-kwargs '{"difficulty": "open"}'
 	$(VENV)/bin/agentgym train configs/quickstart.yaml
 
+# the Docker engine and base image (debootstrap: mostly downloads and disk) are made while the venvs install; its
+# output is printed when both are done
 setup-test:
 	bash scripts/apt.sh
-	bash scripts/docker.sh
-	bash scripts/venv.sh $(TEST_EXTRAS)
-	bash scripts/vllm-venv.sh
+	log=$$(mktemp); bash scripts/docker.sh > $$log 2>&1 & engine=$$!; \
+	bash scripts/venv.sh $(TEST_EXTRAS) && bash scripts/vllm-venv.sh; venvs=$$?; \
+	wait $$engine; docker=$$?; cat $$log; rm -f $$log; \
+	[ $$docker -eq 0 ] || echo "scripts/docker.sh failed (exit $$docker): its output is above"; \
+	exit $$(( venvs || docker ))
 
 # two passes: every suite but the `serial` ones on TEST_WORKERS pytest-xdist workers (a file's tests stay on one
-# worker), then the `serial` ones alone (the short soaks and torchrun process groups); fails if either failed, and
+# worker), then the `serial` ones alone (the short soaks, the c10d and killed-rank torchrun runs); fails if either failed, and
 # names every failed test of both passes on its last lines (a log cut to its tail still says what failed)
 test: setup-test
 	log=$$(mktemp); \

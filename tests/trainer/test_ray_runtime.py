@@ -75,6 +75,7 @@ def stored_episodes(run_dir: Path, run_id: str) -> list[Any]:
     return list(TrajectoryStore(str(run_dir / "episodes.db")).iter_episodes(run_id=run_id))
 
 
+@pytest.mark.extended  # async on Ray with 2 rollout workers and an env worker: the Ray soak (staleness, versions)
 @pytest.mark.ray
 @needs_netns
 def test_async_run_on_local_ray_trains_with_remote_envs_and_two_rollout_workers(tmp_path):

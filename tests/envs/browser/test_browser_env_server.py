@@ -12,9 +12,10 @@ from agentgym.cli import app
 from tests.runtime.servers import served
 
 
-@pytest.mark.parametrize("env_kwargs", [{}, pytest.param({"suite": "miniwob", "task": "click-checkboxes"},
-                                                           marks=pytest.mark.extended)],  # the same server path
-                         ids=["sites", "miniwob"])
+# Browser-v0 through an env server: its container (test_family_containers.py, whose server is this one, with the
+# contract, solved tasks and killed Chromium); `envs check URL` through the CLI: test_env_server.py
+@pytest.mark.extended
+@pytest.mark.parametrize("env_kwargs", [{}, {"suite": "miniwob", "task": "click-checkboxes"}], ids=["sites", "miniwob"])
 def test_envs_check_passes_through_the_env_server(env_kwargs):
     with served("Browser-v0", env_kwargs=env_kwargs) as server:
         result = CliRunner().invoke(app, ["envs", "check", server.url, "--json"])

@@ -12,6 +12,8 @@ from tests.runtime.servers import served
 pytestmark = pytest.mark.docker
 
 
+@pytest.mark.extended  # the same check and solve through SRE-v0's container (test_sre_container.py), whose env
+# server is this one; SRE-v0 on the host's Docker engine: test_sre_env.py and test_sre_faults.py
 def test_sre_v0_passes_envs_check_and_the_solver_repairs_through_the_env_server(docker_engine):
     with served("SRE-v0") as server:
         report = check_env_contract(server.url, lambda: agentgym.make(server.url))
