@@ -44,8 +44,6 @@ MAX_BLOCKED_KEPT = 50
 NAVIGATION_RETRIES = 5
 Handler = Callable[[Request], Response]
 
-
-
 #: a point of the page (viewport pixels) where the element shows on top, with 3 px of it all round, centre first;
 #: null when it shows nowhere (off screen, or covered all over). A partly covered button is clicked where it shows,
 #: as a person would, rather than refused
