@@ -74,6 +74,10 @@ from soak_policy import (  # noqa: E402
 ROOT = BENCH.parent
 RUN_NAME = "soak"
 SHORT_UPDATES = 6  #: updates of the short soak
+TURN_TIMEOUT_S = 3.0  #: the run's turn limit: a hang (4x it) is caught fast
+#: in env containers a plain reset once took past 3 s on a loaded 2-core machine (a resumed trainer starting and a
+#: container's eight new env workers at once: an env_timeout no fault explained); the limit there leaves room
+CONTAINER_TURN_TIMEOUT_S = 10.0
 RSS_MIN_WINDOW_S = 60.0  #: a process measured from minute 5 must have lived this long past it
 CACHE_DIRS = ("torchinductor_",)  #: TMPDIR entries that are caches by design (torch's compile cache), not leaks
 
@@ -89,7 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hang-rate", type=float, default=0.006, help="hang-past-timeout chance per env step")
     parser.add_argument("--disk-rate", type=float, default=0.004, help="chance per env step that the step fills "
                         "its sandbox's disk (about 4%% of 10-turn episodes)")
-    parser.add_argument("--turn-timeout-s", type=float, default=3.0, help="the run's turn_timeout_s")
+    parser.add_argument("--turn-timeout-s", type=float, default=None,
+                        help=f"the run's turn_timeout_s (default {TURN_TIMEOUT_S:g}; {CONTAINER_TURN_TIMEOUT_S:g} with "
+                             "--envs containers)")
     parser.add_argument("--trainer-kills", type=int, default=2, help="SIGKILLs of the trainer (each resumed)")
     parser.add_argument("--store", default=None, help="store URL (default: SQLite in the run dir); "
                         "postgresql://... also injects store_disconnect faults")
@@ -123,6 +129,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--container-kill-every-s", type=float, default=20.0,
                         help="containers: mean seconds between env container kills")
     args = parser.parse_args(argv)
+    if args.turn_timeout_s is None:
+        args.turn_timeout_s = CONTAINER_TURN_TIMEOUT_S if args.envs == "containers" else TURN_TIMEOUT_S
     if args.runtime == "ray" and args.policy != "inprocess":
         parser.error("--runtime ray runs the rollout workers' own policy replicas: leave out --policy served")
     if args.short and args.trainer_kills > SHORT_UPDATES - 2:

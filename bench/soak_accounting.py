@@ -28,6 +28,8 @@ TRAINER_STOPPED, RUN_ENDED = "trainer_stopped", "run_ended"
 #: the infra failure of an episode whose env server went (Ray: its env worker died; containers: its container was
 #: killed, the connection lost or refused before the cluster replaced it), and the container fault behind it
 CONNECTION_LOST_KIND, CONTAINER_KILL = "env_connection_lost", "container_kill"
+#: logged once the engine has killed the container (the kill's own record is written before it is carried out)
+KILL_DONE = "container_kill_done"
 #: where the soak's env logs when it runs in env containers (a directory bound into each; see bench/soak.py)
 ENV_LOG_DIR = "envlog"
 #: the infra failure a policy server outage must produce (the client's retries ran out), and the fault kinds
@@ -117,7 +119,7 @@ def account(work: Path, store: str, run_id: str, run: dict[str, Any], turn_timeo
         "episodes": {"started": len(starts), "stored": len(episodes),
                      "by_status": dict(Counter(f"{e['status']}/{e['failure'] or '-'}" for e in episodes)),
                      "not_terminal": sum(e["status"] == "partial" for e in episodes)},
-        "faults_injected": dict(Counter(f["kind"] for f in faults)),
+        "faults_injected": dict(Counter(f["kind"] for f in faults if f["kind"] != KILL_DONE)),
         "infra_failures": dict(Counter(infra_kind(e["error"]) for e in infra)),
         "duplicated": sum(len(v) - 1 for k, v in by_token.items() if k) + len(episodes) - len({e["id"] for e in episodes}),
         "unnamed_episodes": len(by_token.get(None, [])),
@@ -283,10 +285,12 @@ def container_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str,
                           starts: list[dict[str, Any]]) -> dict[str, Any]:
     """Per container kill: the sessions its server held and the episodes it ended mid-way (by the container in their
     token); ``refused``: episodes without a token that name a killed replica's socket directory (they asked it for a
-    session). A kill cannot end more episodes mid-way than its server held sessions (``over_sessions`` counts kills
-    that did); it may end fewer, since a session stays open between its episodes. The match itself (mismatches, hits)
-    is `fault_match`'s, through `container_explainer`."""
+    session). A kill cannot end more episodes mid-way than its server held sessions when the killer read them, plus
+    the episodes begun there between that reading and the engine's kill (``begun_after_read``, up to the
+    ``container_kill_done`` record; under load a session may open in between): ``over_sessions`` counts kills that did. It may end fewer, since a session stays open between its
+    episodes. The match itself (mismatches, hits) is `fault_match`'s, through `container_explainer`."""
     kills = [f for f in faults if f["kind"] == CONTAINER_KILL]
+    done = {f["container"]: f["time"] for f in faults if f["kind"] == KILL_DONE}
     host_of = {s["token"]: s.get("host") for s in starts}
     ended: Counter[str] = Counter()
     refused = 0
@@ -298,12 +302,14 @@ def container_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str,
             ended[host] += 1
         elif ep["token"] is None and any(k["directory"] in (ep["error"] or "") for k in kills):
             refused += 1
-    per_kill = [{"container": k["container"], "sessions": k["sessions"], "episodes_ended": ended[k["container"]]}
+    per_kill = [{"container": k["container"], "sessions": k["sessions"], "episodes_ended": ended[k["container"]],
+                 "begun_after_read": sum(s.get("host") == k["container"] and k.get("sessions_read_at", k["time"])
+                                         <= s["time"] <= done.get(k["container"], k["time"]) for s in starts)}
                 for k in kills]
     return {"container_faults": {
         "kills": len(kills), "sessions_at_kill": sum(k["sessions"] for k in kills),
         "episodes_ended": sum(ended.values()), "refused": refused,
-        "over_sessions": sum(k["episodes_ended"] > k["sessions"] for k in per_kill),
+        "over_sessions": sum(k["episodes_ended"] > k["sessions"] + k["begun_after_read"] for k in per_kill),
         "kills_missed": sum(f["kind"] == "container_kill_missed" for f in faults), "per_kill": per_kill}}
 
 

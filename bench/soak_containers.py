@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soak_accounting import CONTAINER_KILL, ENV_LOG_DIR
+from soak_accounting import CONTAINER_KILL, ENV_LOG_DIR, KILL_DONE
 from soak_env import append_record
 
 BENCH = Path(__file__).resolve().parent
@@ -99,21 +99,26 @@ class ContainerKiller(threading.Thread):
             return False
         held = []
         for container in sorted(env_containers(pid), key=lambda c: c["Id"]):
-            directory = socket_directory(container)
+            directory, read_at = socket_directory(container), time.time()
             sessions = open_sessions(directory) if directory else None
             if sessions:
-                held.append((container, directory, sessions))
+                held.append((container, directory, sessions, read_at))
         if not held:
             return False
-        container, directory, sessions = self.rng.choice(held)
+        container, directory, sessions, read_at = self.rng.choice(held)
+        # `sessions` is what its server held at `read_at`: more may open before the kill (the accounting allows
+        # the episodes started on it in between)
         record = {"kind": CONTAINER_KILL, "container": container["Id"][:12], "directory": os.path.basename(directory),
-                  "sessions": sessions, "trainer_pid": pid, "time": time.time()}
+                  "sessions": sessions, "sessions_read_at": read_at, "trainer_pid": pid, "time": time.time()}
         append_record(str(self.fault_log), record)
         try:
             client().api.kill(container["Id"])
         except docker.errors.APIError as exc:  # gone meanwhile (its trainer was killed): logged, not counted as a hit
             append_record(str(self.fault_log), {"kind": "container_kill_missed", "container": record["container"],
                                                 "error": str(exc)[:200], "time": time.time()})
+        else:  # when the container was gone: an episode may begin on it between the record above and the kill
+            append_record(str(self.fault_log), {"kind": KILL_DONE, "container": record["container"],
+                                                "time": time.time()})
         return True
 
     def stop(self) -> None:

@@ -1,8 +1,8 @@
 """The soak env's sandbox: a real agentgym sandbox with a small writable workspace, on every episode's path.
 
 `Workspace` opens one sandbox per env instance, when the env is made, from the ``sandboxes`` package (not at the first
-reset: starting a sandbox's agent process takes seconds on a loaded machine, which a reset under the run's 3 s
-``turn_timeout_s`` cannot afford, while an env's start has ``env_start_timeout_s``):
+reset: starting a sandbox's agent process takes seconds on a loaded machine, which belong to the env's start and its
+own time limit, not to a reset under the run's turn limit):
 
 - on a host (the soak's process mode) the ``local`` backend: bubblewrap with a tmpfs workspace of
   ``Limits.disk_bytes`` (1 MiB here);
