@@ -287,8 +287,9 @@ def container_fault_match(faults: list[dict[str, Any]], episodes: list[dict[str,
     token); ``refused``: episodes without a token that name a killed replica's socket directory (they asked it for a
     session). A kill cannot end more episodes mid-way than its server held sessions when the killer read them, plus
     the episodes begun there between that reading and the engine's kill (``begun_after_read``, up to the
-    ``container_kill_done`` record; under load a session may open in between): ``over_sessions`` counts kills that did. It may end fewer, since a session stays open between its
-    episodes. The match itself (mismatches, hits) is `fault_match`'s, through `container_explainer`."""
+    ``container_kill_done`` record; under load a session may open in between): ``over_sessions`` counts kills that
+    did. It may end fewer, since a session stays open between its episodes. The match itself (mismatches, hits) is
+    `fault_match`'s, through `container_explainer`."""
     kills = [f for f in faults if f["kind"] == CONTAINER_KILL]
     done = {f["container"]: f["time"] for f in faults if f["kind"] == KILL_DONE}
     host_of = {s["token"]: s.get("host") for s in starts}

@@ -44,9 +44,9 @@ MAX_BLOCKED_KEPT = 50
 NAVIGATION_RETRIES = 5
 Handler = Callable[[Request], Response]
 
-#: a point of the page (viewport pixels) where the element shows on top, with 3 px of it all round, centre first;
-#: null when it shows nowhere (off screen, or covered all over). A partly covered button is clicked where it shows,
-#: as a person would, rather than refused
+#: where to click an element whose centre another element covers: a point of the page (viewport pixels) where it
+#: shows on top, with 3 px of it all round; null when its centre shows (Playwright's own click) or when it shows
+#: nowhere (off screen, or covered all over). A partly covered button is clicked where it shows, as a person would
 VISIBLE_POINT = """el => {
   const r = el.getBoundingClientRect(), ours = (x, y) => {
     const hit = document.elementFromPoint(x, y);
@@ -55,7 +55,7 @@ VISIBLE_POINT = """el => {
   for (const fy of [0.5, 0.25, 0.75, 0.1, 0.9]) for (const fx of [0.5, 0.25, 0.75, 0.1, 0.9]) {
     const x = r.left + r.width * fx, y = r.top + r.height * fy;
     if ([[0, 0], [-3, 0], [3, 0], [0, -3], [0, 3]].every(([dx, dy]) => ours(x + dx, y + dy)))
-      return {x, y, centre: fx === 0.5 && fy === 0.5};
+      return fx === 0.5 && fy === 0.5 ? null : {x, y};
   }
   return null;
 }"""
@@ -253,7 +253,7 @@ class BrowserSession:
     async def _do(self, element: Any, action: BrowserAction) -> None:
         if action.name == "click":
             point = await element.evaluate(VISIBLE_POINT)
-            if point is None or point["centre"] or not await element.is_enabled():
+            if point is None or not await element.is_enabled():
                 await element.click()  # Playwright's checks; a covered or disabled element times out, named
             else:  # its centre lies under another element: the mouse goes where it shows
                 await self.page.mouse.click(point["x"], point["y"])
