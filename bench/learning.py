@@ -10,25 +10,26 @@
     python bench/learning.py --jobs 8 --torch-threads 1 --json       # 8 runs at once (a machine with many cores)
     python bench/learning.py --merge a.json b.json                   # one table (and PNG) from shards' --json
 
-Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared
-CPU recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
-maze-open.yaml, configs/keydoor.yaml). The budget is the same for every estimator: a number of updates
-(`--updates`, default 60), of env steps (`--env-steps N`: each run stops once it has collected N turns, so
-an estimator whose episodes end sooner gets more updates) or of training seconds (`--wall-s S`); dynamic
-sampling is off (`drop_zero_variance: false`) so that every update consumes the same groups_per_batch x
-group_size episodes whatever the estimator, and every run is evaluated after its last update, so its
-final figure is the policy its budget ends with. `--time-limit` is a guard only: the table's "stopped by"
-column counts the runs it cut. No estimator is tuned per seed: each runs with its docs/algorithms.md
-defaults and its recipe's settings. The SFT warm start is done once per env and seed and shared by every
-estimator of that seed: the same policy, bit for bit, that a run's own warm start leaves, so estimators
-are compared from one starting point (a paired comparison) and the warm start, which on KeyDoor-v0's
-medium level costs about ten updates, is paid once per seed; with `--jobs`, a seed's runs start as soon as
-its warm start is done, beside the other seeds' warm starts. `--fresh-warm-starts` gives each run its own;
-a `--runs-dir` that already holds the warm start of a key (from an earlier benchmark) lends it again, and a
-run that finished there under the same config is not run again (a killed benchmark, started again with the
-same arguments, goes on where it stopped; one with more seeds or estimators runs only what is new). An
-estimator may carry parameters over its recipe's (`gigpo:gamma=0.8`): the spec is its label in the table
-and the JSON, so variants of one estimator are compared from the same warm starts on the same tasks.
+Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared CPU
+recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
+maze-open.yaml, configs/keydoor.yaml, which also gives KeyDoor-v0's warm start and learning rate). The
+budget is the same for every estimator: a number of updates (`--updates`, default 60), of env steps
+(`--env-steps N`: each run stops once it has collected N turns, so an estimator whose episodes end sooner
+gets more updates) or of training seconds (`--wall-s S`); dynamic sampling is off (`drop_zero_variance:
+false`) so that every update consumes the same groups_per_batch x group_size episodes whatever the
+estimator, and every run is evaluated after its last update, so its final figure is the policy its budget
+ends with. `--time-limit` is a guard only: the table's "stopped by" column counts the runs it cut. No
+estimator is tuned per seed: each runs with its docs/algorithms.md defaults and its recipe's settings. The
+SFT warm start is done once per env and seed and shared by every estimator of that seed: the same policy,
+bit for bit, that a run's own warm start leaves, so estimators are compared from one starting point (a
+paired comparison) and the warm start, which on KeyDoor-v0's medium level costs about ten updates, is paid
+once per seed; with `--jobs`, a seed's runs start as soon as its warm start is done, beside the other seeds'
+warm starts. `--fresh-warm-starts` gives each run its own; a `--runs-dir` that already holds the warm start
+of a key (from an earlier benchmark) lends it again, and a run that finished there under the same config is
+not run again (a killed benchmark, started again with the same arguments, goes on where it stopped; one with
+more seeds or estimators runs only what is new). An estimator may carry parameters over its recipe's
+(`gigpo:gamma=0.8`): the spec is its label in the table and the JSON, so variants of one estimator are
+compared from the same warm starts on the same tasks.
 
 Measured per run, on held-out tasks (the env's eval split, greedy, every `--eval-every` updates and of
 the warm start itself, as update 0): the starting success, updates and env steps (turns collected) until
@@ -91,9 +92,9 @@ from bench.learning_report import (  # noqa: E402
     thresholds_reached,
 )
 
-#: env id -> the recipe file whose env section (and warm start) the benchmark uses
+#: env id -> the recipe file whose env section (and warm start and learning rate, where it sets them) the benchmark uses
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
-ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes")
+ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes", "lr")
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
@@ -101,7 +102,8 @@ WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns",
 
 
 def env_section(env_id: str) -> dict[str, object]:
-    """The env keys (and warm start, where the env's recipe sets one) the benchmark env's file sets."""
+    """The env keys (and warm start and learning rate, where the env's recipe sets them) the benchmark env's file
+    sets: the same for every estimator."""
     cfg = load_train_config(ENV_SECTIONS[env_id])
     return {k: getattr(cfg, k) for k in ENV_KEYS if k in cfg.model_fields_set}
 
