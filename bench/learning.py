@@ -92,7 +92,7 @@ from bench.learning_report import (  # noqa: E402
     thresholds_reached,
 )
 
-#: env id -> the recipe file whose env section (and warm start and learning rate, where it sets them) the benchmark uses
+#: env id -> the recipe file whose env keys (ENV_KEYS: env section, warm start, learning rate) the benchmark uses
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
 ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes", "lr")
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
