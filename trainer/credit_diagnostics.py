@@ -14,6 +14,9 @@ Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's
     step_singleton_frac                      share of turns alone in their step group (no step signal)
     step_group_size_mean                     mean turns per step group, seen from a turn
     invalid_frac                             share of turns whose action was invalid
+    repeat_noop_frac                         share of turns that repeat the previous turn's action from the state
+                                             that action left unchanged (the same state fingerprint): a policy
+                                             pressing into a wall; only turns with fingerprints count
     turns_per_episode                        mean episode length of the batch
     failed_episode_share, failed_token_share the share of episodes that failed, and of trained tokens in them
                                              (a token share far above the episode share: long failures dominate)
@@ -51,6 +54,24 @@ def _episode_mean(adv: np.ndarray, tokens: np.ndarray, batch: TurnBatch) -> floa
     return float((adv_sum[present] / tok_sum[present]).mean())
 
 
+def repeat_noop_frac(batch: TurnBatch) -> float | None:
+    """Share of turns (after an episode's first) whose state fingerprint and action equal the previous turn's.
+
+    The state a turn is taken from did not change over the previous turn, and the policy chose the same action
+    again: a no-op loop (the observation said "Wall down", the policy answered "down" again). None when the
+    batch has no fingerprinted turn after an episode's first.
+    """
+    if batch.n_turns < 2:
+        return None
+    actions = np.array([t.action_text.strip() for ep in batch.episodes for t in ep.turns], dtype=object)
+    fp = batch.fingerprint
+    later = (batch.position[1:] > 0) & (fp[1:] >= 0) & (fp[:-1] >= 0)
+    if not later.any():
+        return None
+    same = (fp[1:] == fp[:-1]) & (actions[1:] == actions[:-1])
+    return float(same[later].mean())
+
+
 def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], success_reward: float) -> dict[str, float]:
     """Scalars (without the `credit/` prefix) from one update's `CreditResult`.
 
@@ -72,6 +93,9 @@ def credit_diagnostics(result: CreditResult, action_tokens: Sequence[int], succe
         out["step_singleton_frac"] = float((sizes == 1).mean())
         out["step_group_size_mean"] = float(sizes.mean())
     out["invalid_frac"] = float((~batch.valid).mean()) if batch.n_turns else 0.0
+    noop = repeat_noop_frac(batch)
+    if noop is not None:
+        out["repeat_noop_frac"] = noop
     out["turns_per_episode"] = float(batch.lengths.mean()) if batch.n_episodes else 0.0
     if batch.n_episodes and tokens.sum():
         failed = batch.outcome < success_reward

@@ -37,3 +37,21 @@ def test_an_estimators_own_figures_reach_the_diagnostics():
     result = compute_credit("oprl", episodes, step_rewards=[[0.1, 0.0], [0.3, 0.1]])  # the failure scores higher
     out = credit_diagnostics(result, [1] * result.batch.n_turns, success_reward=1.0)
     assert out["oprl_rank_acc"] == 0.0 and out["oprl_rank_pairs"] == 1.0
+
+
+def test_repeating_an_action_that_left_the_state_unchanged_is_counted():
+    # "down" into a wall twice from s0 (the state stays s0), then "right" moves on: of the 4 turns after the
+    # first, the 2nd "down" and the 3rd "down" repeat a no-op; "right" from s0 and "up" from s1 do not
+    moves = [("s0", "down"), ("s0", "down"), ("s0", "down"), ("s0", "right"), ("s1", "up")]
+    stuck = Episode(group_id="g", turns=[Turn(index=i, state_fingerprint=fp, action_text=a, reward=0.0)
+                                         for i, (fp, a) in enumerate(moves)]).finish()
+    result = compute_credit("grpo", [stuck, episode(3, 1.0)])
+    out = credit_diagnostics(result, [1] * result.batch.n_turns, success_reward=1.0)
+    assert out["repeat_noop_frac"] == pytest.approx(2 / 6)  # 4 later turns of the loop + 2 of the success
+
+
+def test_without_fingerprints_no_loop_figure_is_logged():
+    plain = [Episode(group_id="g", turns=[Turn(index=i, action_text="a", reward=r) for i in range(3)]).finish()
+             for r in (0.0, 1.0)]
+    out = credit_diagnostics(compute_credit("grpo", plain), [1] * 6, success_reward=1.0)
+    assert "repeat_noop_frac" not in out
