@@ -114,9 +114,10 @@ def test_credit_diagnostics_are_logged_per_update(tmp_path):
     cfg, _ = run(tmp_path, name="diag", estimator="gigpo", updates=1, drop_zero_variance=False)
     (row,) = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     for key in ("adv_mean", "adv_std", "adv_abs_max", "adv_token_mean", "episode_abs_max", "step_abs_max",
-                "step_singleton_frac", "invalid_frac", "dropped_share", "zero_variance_share"):
+                "step_singleton_frac", "repeat_noop_frac", "invalid_frac", "dropped_share", "zero_variance_share"):
         assert f"credit/{key}" in row, key
-    assert 0.0 <= row["credit/step_singleton_frac"] <= 1.0 and row["approx_kl_old"] >= 0.0
+    assert 0.0 <= row["credit/step_singleton_frac"] <= 1.0 and 0.0 <= row["credit/repeat_noop_frac"] <= 1.0
+    assert row["approx_kl_old"] >= 0.0
     from fastapi.testclient import TestClient
 
     from agentgym.viewer.app import create_app
