@@ -61,13 +61,11 @@ def repeat_noop_frac(batch: TurnBatch) -> float | None:
     again: a no-op loop (the observation said "Wall down", the policy answered "down" again). None when the
     batch has no fingerprinted turn after an episode's first.
     """
-    if batch.n_turns < 2:
-        return None
-    actions = np.array([t.action_text.strip() for ep in batch.episodes for t in ep.turns], dtype=object)
     fp = batch.fingerprint
     later = (batch.position[1:] > 0) & (fp[1:] >= 0) & (fp[:-1] >= 0)
     if not later.any():
         return None
+    actions = np.array([t.action_text.strip() for ep in batch.episodes for t in ep.turns], dtype=object)
     same = (fp[1:] == fp[:-1]) & (actions[1:] == actions[:-1])
     return float(same[later].mean())
 
