@@ -120,7 +120,7 @@ def _load_weights(location: ModelLocation, device: str | None) -> tuple[Any, Any
     """(model, tokenizer); a LoRA adapter directory is loaded onto its base model and merged."""
     from transformers.utils import logging as hf_logging
 
-    from agentgym.policy.models import load_model
+    from agentgym.policy.models import hub_kernel_kwargs, load_model
 
     hf_logging.disable_progress_bar()  # the commands print their own progress and tables
     if not location.is_adapter:
@@ -129,7 +129,8 @@ def _load_weights(location: ModelLocation, device: str | None) -> tuple[Any, Any
 
     peft = require("peft", extra="train", what="loading a LoRA checkpoint")
     transformers = require("transformers", extra="train", what="loading a LoRA checkpoint")
-    model = peft.AutoPeftModelForCausalLM.from_pretrained(location.path).merge_and_unload()
+    model = peft.AutoPeftModelForCausalLM.from_pretrained(location.path, **hub_kernel_kwargs(transformers))
+    model = model.merge_and_unload()
     if device is not None:
         model.to(device)
     tokenizer = transformers.AutoTokenizer.from_pretrained(location.path)

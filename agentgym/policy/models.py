@@ -129,11 +129,26 @@ def tiny_model_dir(spec: TinyModelSpec = TinyModelSpec(), cache_dir: str | os.Pa
     return path
 
 
+def hub_kernel_kwargs(transformers: Any) -> dict[str, Any]:
+    """`from_pretrained` keyword arguments that keep hub kernels off unless the user asks for them.
+
+    From transformers 5, `from_pretrained` swaps layers (RoPE, RMSNorm, activations) for kernels that the
+    `kernels` package (a dependency of transformers) downloads from the hub when the model is loaded on a GPU.
+    Offline, that fails the load: on an H200 with `HF_HUB_OFFLINE=1`, "Version 2 of 'kernels-community/rotary'
+    is not available in the local cache". Online, a run would execute code fetched at load time. A run's model
+    is the one its config names, so they stay off; transformers' own switch, `USE_HUB_KERNELS=YES` (or any
+    value), hands the choice back to transformers.
+    """
+    if "USE_HUB_KERNELS" in os.environ or int(transformers.__version__.split(".")[0]) < 5:
+        return {}
+    return {"use_kernels": False}
+
+
 def load_model(name_or_path: str | os.PathLike[str], *, dtype: Any = None, device: str | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) from a local directory or a hub name, through `from_pretrained`."""
     transformers = require("transformers", extra="train", what="loading a model")
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(name_or_path))
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = hub_kernel_kwargs(transformers)
     if dtype is not None:
         kwargs["dtype"] = dtype
     model = transformers.AutoModelForCausalLM.from_pretrained(str(name_or_path), **kwargs)

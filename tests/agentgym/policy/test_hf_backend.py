@@ -115,3 +115,22 @@ async def test_context_overflow_is_a_clear_non_transient_error(backend, tokenize
     with pytest.raises(BackendError, match="leaves no room") as err:
         await backend.generate([GenerationRequest("big", prompt_ids=too_long)])
     assert not err.value.transient
+
+
+def test_models_load_with_hub_kernels_off_unless_the_user_turns_them_on(tiny_dir, monkeypatch):
+    """transformers 5 kernelizes at load by default, fetching kernels from the hub on a GPU (an offline GPU
+    machine then cannot load any model); agentgym's loader keeps them off, and USE_HUB_KERNELS hands the
+    choice back to transformers."""
+    import transformers
+
+    from agentgym.policy.models import hub_kernel_kwargs, load_model
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    model, _ = load_model(tiny_dir)
+    assert not getattr(model, "use_kernels", False)
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        assert hub_kernel_kwargs(transformers) == {"use_kernels": False}
+        monkeypatch.setenv("USE_HUB_KERNELS", "YES")
+        assert hub_kernel_kwargs(transformers) == {}
+        model, _ = load_model(tiny_dir)
+        assert model.use_kernels  # transformers' own default, on this CPU a no-op
