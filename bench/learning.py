@@ -12,9 +12,9 @@
 
 Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared CPU
 recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
-maze-open.yaml, configs/keydoor.yaml, which also gives KeyDoor-v0's warm start and learning rate). The
-budget is the same for every estimator: a number of updates (`--updates`, default 60), of env steps
-(`--env-steps N`: each run stops once it has collected N turns, so an estimator whose episodes end sooner
+maze-open.yaml, configs/keydoor.yaml, which also gives KeyDoor-v0's level, prompt window, warm start and
+learning rate). The budget is the same for every estimator: a number of updates (`--updates`, default 60), of env
+steps (`--env-steps N`: each run stops once it has collected N turns, so an estimator whose episodes end sooner
 gets more updates) or of training seconds (`--wall-s S`); dynamic sampling is off (`drop_zero_variance:
 false`) so that every update consumes the same groups_per_batch x group_size episodes whatever the
 estimator, and every run is evaluated after its last update, so its final figure is the policy its budget
@@ -96,9 +96,10 @@ from bench.learning_report import (  # noqa: E402
     thresholds_reached,
 )
 
-#: env id -> the recipe file whose env keys (ENV_KEYS: env section, warm start, learning rate) the benchmark uses
+#: env id -> the recipe file whose env keys (ENV_KEYS: env section, prompt window, warm start, learning rate) the
+#: benchmark uses
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
-ENV_KEYS = ("env", "env_kwargs", "max_turns", "sft_steps", "sft_episodes", "sft_batch_episodes", "lr")
+ENV_KEYS = ("env", "env_kwargs", "max_turns", "keep_turns", "sft_steps", "sft_episodes", "sft_batch_episodes", "lr")
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",

@@ -88,7 +88,8 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
     own = load_train_config(ROOT / "configs" / "keydoor.yaml", {**base, "output_dir": str(tmp_path / "own")})
     train(own)
     shared = warm_start_only(load_train_config(ROOT / "configs" / "grpo.yaml", {
-        **base, "env": "KeyDoor-v0", "env_kwargs": {"difficulty": "easy"}, "output_dir": str(tmp_path / "shared")}))
+        **base, "env": "KeyDoor-v0", "env_kwargs": {"difficulty": "medium"}, "keep_turns": 0,
+        "output_dir": str(tmp_path / "shared")}))
     a = load_file(str(own.run_dir / "checkpoints" / "sft" / "policy" / "model.safetensors"))
     b = load_file(str(shared / "model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -111,6 +112,8 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
     assert configs["KeyDoor-v0-gigpo-gamma_0.8-s0"]["estimator_params"] == {"omega": 1.0, "gamma": 0.8}
     assert all(c["sft_steps"] == 0 and c["model"].endswith("checkpoints/sft/policy") for c in configs.values())
     assert len({c["model"] for c in configs.values()}) == 1
+    # every estimator runs KeyDoor-v0 as the env's recipe does (configs/keydoor.yaml): its level and prompt window
+    assert all(c["env_kwargs"] == {"difficulty": "medium"} and c["keep_turns"] == 0 for c in configs.values())
 
     # a later benchmark on the same runs directory lends the kept warm start again, does not run again what
     # finished there under the same config (GRPO), and runs afresh what did not finish (RLOO, killed before)
