@@ -2,7 +2,11 @@
 
 An episode's token sequence is the concatenation, turn by turn, of `Turn.prompt_ids` (the
 context tokens new this turn) and `Turn.action_ids` (the sampled tokens), exactly as recorded by
-the collector; nothing is re-tokenized. Requires the `train` extra.
+the collector; nothing is re-tokenized. A turn whose prompt a context window rendered afresh
+(``info["context"]["reset"]``, `agentgym.collector.window`) starts a new attention segment, as in the
+trainer's packing: its tokens are read in exactly the context the policy sampled them in, so OPRL's
+`lp_phi - lp_old` compares log-probs of one context, and a 30-turn episode under `keep_turns: 0` costs
+30 short forward rows instead of one long one. Requires the `train` extra.
 """
 
 from __future__ import annotations
@@ -38,13 +42,24 @@ class Packed:
     ids: list[int]  #: the full sequence
     turn_ends: list[int]  #: per turn, the position of its last token
     action_pos: list[list[int]]  #: per turn, the positions of its action tokens
+    segment_starts: tuple[int, ...] = ()  #: where a context window began a new context (attention restarts)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """[start, end) of each attention segment."""
+        bounds = [0, *self.segment_starts, len(self.ids)]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def pack_episode(ep: Episode, max_tokens: int) -> Packed:
     """Concatenate prompt and action ids turn by turn (raises if a turn has no tokens or it is too long)."""
     ids: list[int] = []
-    ends, actions = [], []
+    ends, actions, segments = [], [], []
     for turn in ep.turns:
+        if ids and ((turn.info or {}).get("context") or {}).get("reset"):
+            if not turn.prompt_ids:
+                raise CreditInputError(f"episode {ep.id} turn {turn.index} starts a new context (a context "
+                                       "window reset) but has no prompt_ids; record the rendered prompt.")
+            segments.append(len(ids))
         ids.extend(turn.prompt_ids)
         start = len(ids)
         ids.extend(turn.action_ids)
@@ -56,20 +71,32 @@ def pack_episode(ep: Episode, max_tokens: int) -> Packed:
     if len(ids) > max_tokens:
         raise CreditInputError(f"episode {ep.id} has {len(ids)} tokens, more than max_tokens={max_tokens}; raise "
                                "max_tokens or drop over-long episodes before the update.")
-    return Packed(ids, ends, actions)
+    return Packed(ids, ends, actions, tuple(segments))
 
 
 def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tuple[Any, Any]:
-    """Last hidden states [B, L, H] of right-padded sequences, and the device they are on."""
+    """Last hidden states [B, L, H] of right-padded sequences, and the device they are on.
+
+    Each attention segment runs as its own row (positions from 0, no attention to earlier segments);
+    the rows are joined back so that `[b, q]` is episode b's token q whatever its segment.
+    """
     device = next(model.parameters()).device
-    width = max((len(p.ids) for p in packed), default=1)
-    ids = torch.full((len(packed), width), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros((len(packed), width), dtype=torch.long, device=device)
-    for row, p in enumerate(packed):
-        ids[row, : len(p.ids)] = torch.tensor(p.ids, dtype=torch.long, device=device)
-        mask[row, : len(p.ids)] = 1
-    out = model.base_model(input_ids=ids, attention_mask=mask)
-    return out.last_hidden_state, device
+    rows = [(b, start, end) for b, p in enumerate(packed) for start, end in p.spans()]
+    width = max((end - start for _, start, end in rows), default=1)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)
+    for row, (b, start, end) in enumerate(rows):
+        ids[row, : end - start] = torch.tensor(packed[b].ids[start:end], dtype=torch.long, device=device)
+        mask[row, : end - start] = 1
+    hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    if len(rows) == len(packed):
+        return hidden, device  # one segment per episode: the rows are the episodes
+    length = max(len(p.ids) for p in packed)
+    joined = []
+    for b, p in enumerate(packed):
+        parts = [hidden[row, : end - start] for row, (owner, start, end) in enumerate(rows) if owner == b]
+        joined.append(torch.nn.functional.pad(torch.cat(parts), (0, 0, 0, length - len(p.ids))))
+    return torch.stack(joined), device
 
 
 def gather_rows(hidden: Any, positions: Sequence[Sequence[int]]) -> Any:

@@ -155,3 +155,35 @@ def test_lm_success_predictor_learns_from_finished_leaves(model_dir):
     p_good, p_bad = predictor.predict([good, bad])
     assert p_good > p_bad
     assert all(r.k == 2 for r in allocator.plan(episodes, budget=4))
+
+
+def test_a_context_window_reset_starts_a_new_context_for_the_credit_models(model_dir):
+    """Under `keep_turns`, a reset turn's prompt holds the whole rendered prompt: the PRM and the progress
+    estimator read its tokens in that context only (as the policy sampled and the trainer trains them)."""
+    import copy
+
+    from agentgym.trajectory import Episode
+
+    (whole,) = synthetic_token_episodes(n_groups=1, group_size=1, n_turns=4, seed=5)
+    whole.turns[2].info["context"] = {"reset": True, "turns_dropped": 1}
+    head = Episode(group_id="g", task_id="t", turns=copy.deepcopy(whole.turns[:2])).finish()
+    tail = Episode(group_id="g", task_id="t", turns=copy.deepcopy(whole.turns[2:])).finish()
+    tail.turns[0].info.pop("context")
+    prm = ImplicitPRM(model_dir, beta=0.1, lr=1e-3)
+    (rows,) = prm.logprobs([whole])
+    assert np.allclose(np.concatenate(rows[:2]), np.concatenate(prm.logprobs([head])[0]), atol=1e-5)
+    assert np.allclose(np.concatenate(rows[2:]), np.concatenate(prm.logprobs([tail])[0]), atol=1e-5)
+    unwindowed = copy.deepcopy(whole)
+    unwindowed.turns[2].info.pop("context")
+    assert not np.allclose(np.concatenate(prm.logprobs([unwindowed])[0][2:]), np.concatenate(rows[2:]), atol=1e-5)
+    # batched with an episode of one segment, the rows line up the same way
+    (rows_batched, _) = prm.logprobs([whole, unwindowed])
+    assert np.allclose(np.concatenate(rows_batched), np.concatenate(rows), atol=1e-5)
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, micro_batch_size=4)
+    spa.update([whole, head, tail])  # a trained head, so the contributions depend on the context
+    (c_whole,) = spa.predict([whole])
+    assert np.allclose(c_whole[2:], spa.predict([tail])[0], atol=1e-5)
+    assert np.allclose(c_whole[:2], spa.predict([head])[0], atol=1e-5)
+    whole.turns[2].prompt_ids = []
+    with pytest.raises(CreditInputError, match="new context"):
+        prm.logprobs([whole])
