@@ -48,3 +48,15 @@ def test_one_update_per_estimator(tmp_path, estimator, extra):
         html = TestClient(create_app(TrajectoryStore(cfg.store_url))).get("/runs/trace").text
         credit = html[html.index("Credit assignment diagnostics"):]
         assert "trace/branch_mixed" in credit and "trace/extra_root_share" in credit
+
+
+def test_oprl_under_a_context_window_reads_each_turn_in_the_policys_context(tmp_path):
+    """The PRM starts as the policy, so on the first update every step reward `beta (lp_phi - lp_old)` is 0,
+    also when `keep_turns: 0` windows the prompts (it read the whole history before, and was not)."""
+    cfg = load_train_config(None, {**TOY, "name": "oprl-window", "output_dir": str(tmp_path), "estimator": "oprl",
+                                   "keep_turns": 0,
+                                   "credit_model_params": {"lr": 1e-3, "micro_batch_size": 8}})
+    train(cfg)
+    (row,) = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert row["windowed_turns"] > 0
+    assert row["credit/step_std"] == pytest.approx(0.0, abs=1e-3)
