@@ -239,13 +239,13 @@ class Collector:
         started, before = time.perf_counter(), dataclasses.replace(self.counters)
         self._stopping = False
         slots = asyncio.Semaphore(self.config.concurrency)
-        finished: list[list[Episode]] = []
+        finished: dict[int, list[Episode]] = {}  # by the group's place in `groups`: results in task order
         total = sum(len(g.runs) for g in groups)
 
-        async def run_group(group: Group) -> None:
+        async def run_group(place: int, group: Group) -> None:
             await asyncio.gather(*(self._drive(run, slots) for run in group.runs if not run.finished))
             if group.done:  # each episode was stored as it ended (`_drive`)
-                finished.append([r.episode for r in group.runs])
+                finished[place] = [r.episode for r in group.runs]
                 if target is not None and len(finished) >= target and not self._stopping:
                     self._stopping = True
                     self.policy.abort(None)
@@ -253,7 +253,7 @@ class Collector:
         with CollectProgress(self.counters, total, f"{self.env_id} / {self.policy.name}",
                              self.config.progress) as bar:
             self._bar = bar
-            await asyncio.gather(*(run_group(g) for g in groups))
+            await asyncio.gather(*(run_group(place, g) for place, g in enumerate(groups)))
         unfinished = [g for g in groups if not g.done]
         for group in unfinished:
             for run in group.runs:
@@ -261,7 +261,8 @@ class Collector:
                     run.pause()
             self.buffer.append(group)
         await self._save([r.episode for g in unfinished for r in g.runs if not r.finished])  # finished: saved
-        return CollectResult(groups=finished, partial=sum(not r.finished for g in unfinished for r in g.runs),
+        return CollectResult(groups=[finished[place] for place in sorted(finished)],
+                             partial=sum(not r.finished for g in unfinished for r in g.runs),
                              round=self.round, seconds=time.perf_counter() - started,
                              turns=self.counters.turns - before.turns, tokens=self.counters.tokens - before.tokens)
 

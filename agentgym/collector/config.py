@@ -71,7 +71,9 @@ class CollectorConfig:
 class CollectResult:
     """What one `collect` call (or one partial-rollout round) produced."""
 
-    groups: list[list[Episode]]  #: finished groups, each with all its episodes
+    #: finished groups, each with all its episodes, in the order of the tasks (resumed groups first) whatever
+    #: order they ended in, so that `collect` with one seed returns the same list on every run
+    groups: list[list[Episode]]
     partial: int = 0  #: episodes left unfinished in the buffer (resumed by the next round)
     round: int = 0  #: rollout round id
     seconds: float = 0.0

@@ -251,3 +251,20 @@ async def test_an_env_that_comes_after_its_construction_timed_out_is_closed():
     assert episode.failure == Failure.INFRA and "env construction did not answer" in episode.error
     assert await asyncio.to_thread(closed.wait, 10) and len(made) == 1
     await collector.aclose()
+
+
+async def test_groups_come_back_in_task_order_whatever_order_they_end_in():
+    """The first task takes 8 turns, the others 1-2: they end first, but the result lists the tasks in order (a
+    warm start's demonstrations, and a batch's order, must not depend on which episode finished first)."""
+
+    class GoalFromTask(CountingEnv):
+        def reset(self, *, seed=None, options=None):
+            observation, info = super().reset(seed=0, options=options)
+            self.goal = int(self.task.removeprefix("goal-"))
+            return observation, info
+
+    tasks = [Task(f"goal-{g}", seed=i) for i, g in enumerate((8, 1, 2, 1))]
+    collector = Collector(GoalFromTask, say_inc, progress=False)
+    result = await collector.collect(tasks, group_size=2)
+    assert [g[0].task_id for g in result.groups] == ["goal-8", "goal-1", "goal-2", "goal-1"]
+    assert [e.num_turns for e in result.episodes] == [8, 8, 1, 1, 2, 2, 1, 1]
