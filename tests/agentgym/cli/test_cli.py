@@ -145,3 +145,15 @@ def test_bad_options_are_rejected_clearly(tmp_path, args, message):
 def test_the_installed_console_script_runs():
     out = subprocess.run([sys.executable, "-m", "agentgym", "envs", "list", "--json"], capture_output=True, text=True)
     assert out.returncode == 0 and "Maze-v0" in out.stdout
+
+
+def test_an_error_message_keeps_its_brackets(capsys):
+    """A missing extra's hint names the extra in brackets; rich must print it, not read it as markup."""
+    import typer
+
+    from agentgym.cli.common import fail
+    from agentgym.errors import MissingExtraError
+
+    with pytest.raises(typer.Exit):
+        fail(str(MissingExtraError("playwright", "browser", "Browser-v0")))
+    assert "pip install 'agentgym[browser]'" in capsys.readouterr().err.replace("\n", "")
