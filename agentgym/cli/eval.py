@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -252,7 +253,7 @@ def _print_comparison(c: Comparison) -> None:
         for label, flips, colour in (("gained in B", e.gained, "green"), ("lost in B", e.lost, "red")):
             if flips:
                 tasks = ", ".join(f"{f.task_id} ({f.rate_a:.0%}→{f.rate_b:.0%})" for f in flips)
-                console.print(f"[{colour}]{e.env_id} {label}[/]: {tasks}", highlight=False)
+                console.print(f"[{colour}]{escape(e.env_id)} {label}[/]: {escape(tasks)}", highlight=False)
 
 
 @app.command("reverify")
