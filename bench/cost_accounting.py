@@ -12,6 +12,8 @@ Measured in one run, as ratios (these machines are noisy; the tests check only t
     worker processes, a scripted policy (labelled) that burns a known CPU time twice per episode; `cpu_attributed`
     is the stored `env_cpu_s` summed over the run divided by the CPU the policy made the envs burn (>= 1: the
     worker's own work counts too; below 1 CPU went missing).
+(c) the peak memory stored per run: `maze_peak_mb` for (a)'s worker processes, `burn_peak_mb` for (b)'s served
+    workers (a Python worker is tens of MB; a figure near 0 means the usage hook read the wrong process).
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ async def cpu_attributed(store: TrajectoryStore, episodes: int) -> float:
 async def measure(episodes: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="agentgym-cost-") as tmp:
         store = TrajectoryStore(str(Path(tmp) / "costs.db"))
-        return {"episodes": episodes, "split_residual": await split_residual(store, episodes),
-                "cpu_attributed": await cpu_attributed(store, episodes)}
+        figures = {"episodes": episodes, "split_residual": await split_residual(store, episodes),
+                   "cpu_attributed": await cpu_attributed(store, episodes)}
+        return {**figures, "maze_peak_mb": store.run_costs("split")["env_peak_mb"],
+                "burn_peak_mb": store.run_costs("burn")["env_peak_mb"]}
 
 
 def main() -> None:
@@ -95,6 +99,8 @@ def main() -> None:
     table.add_column("meaning")
     table.add_row("split_residual", f"{figures['split_residual']:.5f}", "max |wall - (policy+env+queue)| / wall")
     table.add_row("cpu_attributed", f"{figures['cpu_attributed']:.2f}", "stored env CPU / CPU the envs were made to burn")
+    table.add_row("maze_peak_mb", f"{figures['maze_peak_mb']:.1f}", "largest stored env peak MB, Maze-v0 workers")
+    table.add_row("burn_peak_mb", f"{figures['burn_peak_mb']:.1f}", "largest stored env peak MB, served workers")
     Console().print(table)
 
 

@@ -16,8 +16,9 @@ def test_cost_accounting_bench_prints_its_figures():
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout)
-    assert set(figures) == {"episodes", "split_residual", "cpu_attributed"} and figures["episodes"] == 2
-    assert all(math.isfinite(figures[k]) for k in ("split_residual", "cpu_attributed"))
+    measured = ("split_residual", "cpu_attributed", "maze_peak_mb", "burn_peak_mb")
+    assert set(figures) == {"episodes", *measured} and figures["episodes"] == 2
+    assert all(math.isfinite(figures[k]) for k in measured)
 
 
 def test_an_odd_number_of_episodes_is_refused():

@@ -18,6 +18,7 @@ from agentgym.collector import Collector, Task
 from agentgym.runtime.cluster import EnvCluster, EnvPool
 from agentgym.store import TrajectoryStore
 from agentgym.trajectory import EpisodeStatus, Failure
+from tests.helpers.usage import reported
 from tests.runtime.stuck_env import hang_first_policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -49,9 +50,9 @@ async def test_a_container_episodes_stored_cost_has_env_cpu_and_memory(stuck_clu
     for episode in store.get_many([e.id for e in episodes]):
         cost = episode.metadata["cost"]
         # reported (how much of the burned CPU is attributed: bench/cost_accounting.py)
-        assert cost["env_cpu_s"] is not None and cost["env_peak_mb"] > 5, cost  # a Python worker
+        assert reported(cost["env_cpu_s"]) and reported(cost["env_peak_mb"]), cost  # a Python worker
     [replica] = stuck_cluster.usage().values()  # the whole container: the server and every worker
-    assert replica["cpu_s"] is not None and replica["peak_mb"] > 10, replica
+    assert reported(replica["cpu_s"]) and reported(replica["peak_mb"]), replica
 
 
 async def test_a_step_hanging_in_the_container_ends_at_the_turn_limit_and_frees_its_session(stuck_cluster):

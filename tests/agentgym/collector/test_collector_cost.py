@@ -7,6 +7,7 @@ import urllib.request
 from agentgym.collector import Collector, Task
 from agentgym.cost import EpisodeCost
 from agentgym.store import TrajectoryStore
+from tests.helpers.usage import reported
 
 
 def solver(messages, env):
@@ -26,7 +27,7 @@ async def test_each_episode_records_its_cost_and_the_run_sums_them(sqlite_url):
     # the split of wall time and the CPU attribution are figures of bench/cost_accounting.py; here: recorded
     for episode, cost in zip(first + again, costs, strict=True):
         assert cost.tokens_out == episode.num_action_tokens
-        assert cost.env_cpu_s is not None and cost.env_peak_mb > 1  # process workers report usage
+        assert reported(cost.env_cpu_s) and reported(cost.env_peak_mb)  # process workers report usage
     assert [c.env_starts for c in costs] == [1, 1, 0, 0]  # the second group reuses the two idle workers
     totals = store.run_costs("costs")
     assert totals["episodes"] == 4 and totals["env_starts"] == 2
