@@ -9,7 +9,9 @@ actions, sparse success reward. `<name>_ms` is `compute_advantages(name, episode
 end (flat batch build, estimator, one list per episode); `<name>_core_ms` times the estimator on
 a prebuilt `TurnBatch`; `batch_ms` is the shared one-pass build. Each figure is the median of
 `--repeats` runs, estimators interleaved, the cyclic GC paused while timing (as `timeit` does). The learned models' update times per batch (tiny model,
-CPU) are `spa_update_ms`, `oprl_update_ms`; TRACE's allocator: `trace_observe_ms`, `trace_plan_ms`.
+CPU) are `spa_update_ms`, `oprl_update_ms`, and on a 24-turn batch read whole and windowed (every turn a
+new context, as under `keep_turns: 0`) `spa_windowed_over_whole`, `oprl_windowed_over_whole` (at most about 1:
+windowed rows are shorter); TRACE's allocator: `trace_observe_ms`, `trace_plan_ms`.
 """
 
 from __future__ import annotations
@@ -109,24 +111,40 @@ def time_trace_allocator(episodes: list[Episode]) -> dict[str, float]:
 
 
 def time_learned(repeats: int) -> dict[str, float | None]:
-    """Update time per batch of SPA's progress estimator and OPRL's PRM on the tiny model (CPU)."""
+    """Update time per batch of SPA's progress estimator and OPRL's PRM on the tiny model (CPU): a short
+    batch, and a long one (24 turns) read whole and then windowed as under `keep_turns: 0` (every turn a new
+    context). Windowed rows are shorter, so `*_windowed_over_whole` should be at most about 1."""
     try:
         from agentgym.credit.learned import ImplicitPRM, ProgressEstimator, synthetic_token_episodes
         from agentgym.policy.models import TinyModelSpec, tiny_model_dir
     except ImportError:
         return {"spa_update_ms": None, "oprl_update_ms": None}
     path = tiny_model_dir(TinyModelSpec())
+    spa = ProgressEstimator(path, lr=1e-4, warmup_steps=0, micro_batch_size=16)
+    prm = ImplicitPRM(path, beta=0.05, lr=1e-4, micro_batch_size=16)
+
+    def update_ms(batch: list[Episode]) -> tuple[float, float]:
+        for ep, rows in zip(batch, prm.logprobs(batch), strict=True):  # the PRM starts as the old policy
+            for turn, lp in zip(ep.turns, rows, strict=True):
+                turn.action_logprobs = lp
+        spa.update(batch), prm.update(batch)  # warm-up (allocations, lazy init)
+        return (statistics.median(_ms(lambda: spa.update(batch)) for _ in range(repeats)),
+                statistics.median(_ms(lambda: prm.update(batch)) for _ in range(repeats)))
+
     batch = synthetic_token_episodes(n_groups=2, group_size=4, n_turns=4, seed=0)
-    spa = ProgressEstimator(path, lr=1e-4, warmup_steps=0)
-    prm = ImplicitPRM(path, beta=0.05, lr=1e-4)
-    for ep, rows in zip(batch, prm.logprobs(batch), strict=True):  # the PRM starts as the old policy
-        for turn, lp in zip(ep.turns, rows, strict=True):
-            turn.action_logprobs = lp
-    spa.update(batch), prm.update(batch)  # warm-up (allocations, lazy init)
-    spa_ms = statistics.median(_ms(lambda: spa.update(batch)) for _ in range(repeats))
-    prm_ms = statistics.median(_ms(lambda: prm.update(batch)) for _ in range(repeats))
+    spa_ms, prm_ms = update_ms(batch)
+    whole = synthetic_token_episodes(n_groups=4, group_size=4, n_turns=24, prompt_len=60, seed=0)
+    spa_whole, prm_whole = update_ms(whole)
+    for ep in whole:
+        for turn in ep.turns[1:]:
+            turn.info["context"] = {"reset": True, "turns_dropped": turn.index}
+    spa_windowed, prm_windowed = update_ms(whole)
     return {"spa_update_ms": spa_ms, "oprl_update_ms": prm_ms, "learned_batch_episodes": len(batch),
-            "learned_batch_tokens": sum(len(t.prompt_ids) + len(t.action_ids) for e in batch for t in e.turns)}
+            "learned_batch_tokens": sum(len(t.prompt_ids) + len(t.action_ids) for e in batch for t in e.turns),
+            "spa_long_whole_ms": spa_whole, "spa_long_windowed_ms": spa_windowed,
+            "spa_windowed_over_whole": spa_windowed / spa_whole,
+            "oprl_long_whole_ms": prm_whole, "oprl_long_windowed_ms": prm_windowed,
+            "oprl_windowed_over_whole": prm_windowed / prm_whole}
 
 
 def main() -> None:

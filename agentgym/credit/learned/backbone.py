@@ -91,19 +91,23 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
     hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     if len(rows) == len(packed):
         return hidden, device  # one segment per episode: the rows are the episodes
-    length = max(len(p.ids) for p in packed)
-    joined = []
-    for b, p in enumerate(packed):
-        parts = [hidden[row, : end - start] for row, (owner, start, end) in enumerate(rows) if owner == b]
-        joined.append(torch.nn.functional.pad(torch.cat(parts), (0, 0, 0, length - len(p.ids))))
-    return torch.stack(joined), device
+    # One gather joins every row back; slicing row by row would give each slice a backward pass that
+    # allocates and adds a tensor the size of `hidden` (quadratic in the rows: 30 segments per episode
+    # under `keep_turns: 0` made that most of an update). Padding positions read an appended zero row.
+    flat = torch.cat([hidden.reshape(-1, hidden.shape[-1]), hidden.new_zeros((1, hidden.shape[-1]))])
+    index = torch.full((len(packed), max(len(p.ids) for p in packed)), flat.shape[0] - 1, dtype=torch.long)
+    for row, (b, start, end) in enumerate(rows):
+        index[b, start:end] = torch.arange(row * width, row * width + end - start)
+    return flat[index.to(device)], device
 
 
 def gather_rows(hidden: Any, positions: Sequence[Sequence[int]]) -> Any:
-    """hidden[b, positions[b]] for every row b, concatenated: [sum of lengths, H]."""
-    rows = [hidden[b, torch.as_tensor(pos, dtype=torch.long, device=hidden.device)]
-            for b, pos in enumerate(positions)]
-    return torch.cat(rows) if rows else hidden.new_zeros((0, hidden.shape[-1]))
+    """hidden[b, positions[b]] for every row b, concatenated: [sum of lengths, H] (one gather, for the same
+    reason as in `hidden_states`)."""
+    rows = torch.cat([torch.full((len(pos),), b, dtype=torch.long) for b, pos in enumerate(positions)] or
+                     [torch.zeros(0, dtype=torch.long)])
+    cols = torch.as_tensor([q for pos in positions for q in pos], dtype=torch.long)
+    return hidden[rows.to(hidden.device), cols.to(hidden.device)]
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,25 @@ def test_a_context_window_reset_starts_a_new_context_for_the_credit_models(model
     whole.turns[2].prompt_ids = []
     with pytest.raises(CreditInputError, match="new context"):
         prm.logprobs([whole])
+
+
+def test_windowed_episodes_batched_get_the_gradients_they_get_alone(model_dir):
+    """Batching joins every episode's context segments back into one row per episode; the gradient of the batch's
+    loss is the mean of each episode's own, so no segment's gradient is lost, doubled or sent to another."""
+    import torch
+
+    episodes = synthetic_token_episodes(n_groups=1, group_size=3, n_turns=5, seed=7)
+    episodes[2].turns = episodes[2].turns[:3]  # episodes of different lengths
+    for ep in episodes[:2]:
+        for turn in ep.turns[1::2]:
+            turn.info["context"] = {"reset": True, "turns_dropped": turn.index}
+    spa = ProgressEstimator(model_dir, lr=1e-3, warmup_steps=0, micro_batch_size=4)
+    torch.nn.init.normal_(spa.head.weight, std=0.5)  # a head that reads the hidden states
+
+    def gradient(batch):
+        spa.optimizer.zero_grad(set_to_none=True)
+        spa.loss(batch).backward()
+        return torch.cat([p.grad.flatten() for p in spa.parameters()])
+
+    alone = torch.stack([gradient([ep]) for ep in episodes]).mean(0)
+    assert torch.allclose(gradient(episodes), alone, atol=1e-6, rtol=1e-4)
