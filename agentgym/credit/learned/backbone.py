@@ -104,8 +104,8 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
 def gather_rows(hidden: Any, positions: Sequence[Sequence[int]]) -> Any:
     """hidden[b, positions[b]] for every row b, concatenated: [sum of lengths, H] (one gather, for the same
     reason as in `hidden_states`)."""
-    rows = torch.cat([torch.full((len(pos),), b, dtype=torch.long) for b, pos in enumerate(positions)] or
-                     [torch.zeros(0, dtype=torch.long)])
+    rows = torch.repeat_interleave(torch.arange(len(positions)), torch.tensor([len(pos) for pos in positions],
+                                                                            dtype=torch.long))
     cols = torch.as_tensor([q for pos in positions for q in pos], dtype=torch.long)
     return hidden[rows.to(hidden.device), cols.to(hidden.device)]
 
