@@ -108,6 +108,8 @@ class PolicyUpdater:
         self.updates_done = 0
         self.last_credit: CreditResult | None = None  #: what credit assignment computed for the last batch
         self._rng = torch.Generator().manual_seed(cfg.seed)  #: mini-batch order, reshuffled every epoch
+        #: the critic's pass over the batch in `_samples`: its micro-batches (positions) and value tensors
+        self._critic_pass: tuple[list[list[int]], list[torch.Tensor]] = ([], [])
 
     def shuffle_state(self) -> dict[str, Any]:
         """The per-epoch mini-batch shuffle's generator, for a checkpoint's extra state (exact resume)."""
@@ -139,9 +141,10 @@ class PolicyUpdater:
         stats.credit = credit_diagnostics(self.last_credit, [sum(t.loss_mask) if t.loss_mask is not None
                                                              else len(t.action_ids) for e in batch.episodes
                                                              for t in e.turns], self.cfg.success_reward)
-        if self.critic is not None:
-            packed = [self._collate(g) for g in self._groups(samples)]
-            stats.critic = self.critic.update(packed, self.critic.values(packed)).__dict__
+        if self.critic is not None:  # the values credit used are the old values of the clipped loss
+            groups, old_values = self._critic_pass
+            packed = [self._collate([samples[i] for i in g]) for g in groups]
+            stats.critic = self.critic.update(packed, old_values).__dict__
         training = self.updates_done >= self.cfg.critic_warmup_updates
         self.group.lead("update", samples if training else None)
         if training:
@@ -161,22 +164,32 @@ class PolicyUpdater:
 
     def _samples(self, batch: TrainBatch) -> list[Sample]:
         episodes = batch.episodes
-        values = None
-        if self.critic is not None:
-            layout = [episode_to_sample(e, [0.0] * e.num_turns) for e in episodes]
-            groups = self._groups(layout)
-            by_id: dict[str, list[float]] = {}
-            for g, vs in zip(groups, self.critic.values([self._collate(g) for g in groups]), strict=True):
-                flat, i = vs.tolist(), 0
-                for s in g:
-                    by_id[s.episode_id] = flat[i:i + len(s.turn_starts)]
-                    i += len(s.turn_starts)
-            values = [by_id[e.id] for e in episodes]
+        values = self._critic_values(episodes) if self.critic is not None else None
         result = self.last_credit = self._credit(episodes, values)
         advantages = result.per_episode()
         returns = result.returns_per_episode() if result.returns is not None else None
         return [episode_to_sample(e, adv, weight=w, turn_returns=(returns[k] if returns else ()))
                 for k, (e, adv, w) in enumerate(zip(episodes, advantages, batch.weights, strict=True))]
+
+    def _critic_values(self, episodes: Sequence[Episode]) -> list[list[float]]:
+        """The critic's value of every turn of `episodes` (one no-grad pass, the weights before this update).
+
+        The pass's micro-batches (as positions in `episodes`) and its value tensors are kept in
+        `_critic_pass`: the critic's own update regresses on the same micro-batches with these as its old
+        values, so the batch is read by the critic once per update, not twice.
+        """
+        layout = [episode_to_sample(e, [0.0] * e.num_turns) for e in episodes]
+        position = {id(s): k for k, s in enumerate(layout)}
+        groups = [[position[id(s)] for s in g] for g in self._groups(layout)]
+        tensors = self.critic.values([self._collate([layout[k] for k in g]) for g in groups])
+        self._critic_pass = (groups, tensors)
+        values: list[list[float]] = [[] for _ in episodes]
+        for g, vs in zip(groups, tensors, strict=True):
+            flat, i = vs.tolist(), 0
+            for k in g:
+                turns = len(layout[k].turn_starts)
+                values[k], i = flat[i:i + turns], i + turns
+        return values
 
     def _credit(self, episodes: Sequence[Episode], values: list[list[float]] | None) -> CreditResult:
         """Credit assignment by the estimator named in the config (`agentgym.credit.compute_credit`).
