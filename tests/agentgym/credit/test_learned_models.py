@@ -208,4 +208,6 @@ def test_windowed_episodes_batched_get_the_gradients_they_get_alone(model_dir):
         return torch.cat([p.grad.flatten() for p in spa.parameters()])
 
     alone = torch.stack([gradient([ep]) for ep in episodes]).mean(0)
-    assert torch.allclose(gradient(episodes), alone, atol=1e-6, rtol=1e-4)
+    # float32 sums in another order: entries of up to ~1e3 differ by a few 1e-4 from CPU to CPU, so the absolute
+    # tolerance follows the gradient's scale; a segment lost, doubled or misrouted moves entries by their own size
+    assert torch.allclose(gradient(episodes), alone, atol=1e-6 * float(alone.abs().max()), rtol=1e-4)
