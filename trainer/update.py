@@ -81,13 +81,34 @@ class UpdateStats:
     critic: dict[str, float] = field(default_factory=dict)
     credit_model: dict[str, float] = field(default_factory=dict)
     credit: dict[str, float] = field(default_factory=dict)  #: `credit_diagnostics` of the batch
+    #: where `seconds` went, by part: `critic_values` (the critic's no-grad pass), `credit_inputs` (SPA's progress
+    #: estimator / OPRL's PRM read on the batch, its pretraining included), `credit` (the estimator), `critic`
+    #: (the critic's update), `policy` (reference passes and policy epochs), `credit_model` (the learned credit
+    #: model's update); parts a run does not have are absent
+    parts: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
-        out = {k: float(v) for k, v in self.__dict__.items() if k not in ("critic", "credit_model", "credit")}
+        nested = ("critic", "credit_model", "credit", "parts")
+        out = {k: float(v) for k, v in self.__dict__.items() if k not in nested}
         out.update({f"critic_{k}": v for k, v in self.critic.items()})
         out.update(self.credit_model)
         out.update({f"credit/{k}": v for k, v in self.credit.items()})
+        out.update({f"update/{k}_s": v for k, v in self.parts.items()})
         return out
+
+
+class _Clock:
+    """Seconds per named part of one update (`UpdateStats.parts`)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, part: str) -> None:
+        """Charge the time since the previous lap (or the start) to `part`."""
+        now = time.perf_counter()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self._last
+        self._last = now
 
 
 class PolicyUpdater:
@@ -110,6 +131,7 @@ class PolicyUpdater:
         self._rng = torch.Generator().manual_seed(cfg.seed)  #: mini-batch order, reshuffled every epoch
         #: the critic's pass over the batch in `_samples`: its micro-batches (positions) and value tensors
         self._critic_pass: tuple[list[list[int]], list[torch.Tensor]] = ([], [])
+        self._clock = _Clock()  #: the current update's part timings
 
     def shuffle_state(self) -> dict[str, Any]:
         """The per-epoch mini-batch shuffle's generator, for a checkpoint's extra state (exact resume)."""
@@ -135,24 +157,30 @@ class PolicyUpdater:
         samples (advantages included), then the followers join the policy epochs with the same samples.
         """
         started = time.perf_counter()
+        clock = self._clock = _Clock()
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
         stats.advantage_abs_mean = _abs_mean([a for s in samples for a, m in zip(s.advantages, s.loss_mask, strict=True) if m])
         stats.credit = credit_diagnostics(self.last_credit, [sum(t.loss_mask) if t.loss_mask is not None
                                                              else len(t.action_ids) for e in batch.episodes
                                                              for t in e.turns], self.cfg.success_reward)
+        clock.lap("samples")
         if self.critic is not None:  # the values credit used are the old values of the clipped loss
             groups, old_values = self._critic_pass
             packed = [self._collate([samples[i] for i in g]) for g in groups]
             stats.critic = self.critic.update(packed, old_values).__dict__
+            clock.lap("critic")
         training = self.updates_done >= self.cfg.critic_warmup_updates
         self.group.lead("update", samples if training else None)
         if training:
             self._policy_epochs(samples, stats)
-        if self.credit_models is not None:  # SPA's progress estimator / OPRL's PRM learn from the same batch
+            clock.lap("policy")
+        if self.credit_models is not None and self.credit_models.active:  # SPA's estimator / OPRL's PRM learn
             stats.credit_model = self.credit_models.update(batch.episodes)
+            clock.lap("credit_model")
         self.updates_done += 1
         stats.seconds = time.perf_counter() - started
+        stats.parts = clock.parts
         return stats
 
     def follow_update(self, samples: list[Sample] | None) -> None:
@@ -165,6 +193,8 @@ class PolicyUpdater:
     def _samples(self, batch: TrainBatch) -> list[Sample]:
         episodes = batch.episodes
         values = self._critic_values(episodes) if self.critic is not None else None
+        if values is not None:
+            self._clock.lap("critic_values")
         result = self.last_credit = self._credit(episodes, values)
         advantages = result.per_episode()
         returns = result.returns_per_episode() if result.returns is not None else None
@@ -198,11 +228,14 @@ class PolicyUpdater:
         before this update; critic values are the ones just computed.
         """
         params = dict(self.cfg.estimator_params)
-        if self.credit_models is not None:
+        if self.credit_models is not None and self.credit_models.active:
             params.update(self.credit_models.inputs(episodes))
+            self._clock.lap("credit_inputs")
         if values is not None:
             params["values"] = values
-        return compute_credit(self.cfg.estimator, list(episodes), **params)
+        result = compute_credit(self.cfg.estimator, list(episodes), **params)
+        self._clock.lap("credit")
+        return result
 
     def _groups(self, samples: list[Sample]) -> list[list[Sample]]:
         ordered = samples if self.cfg.packed else sorted(samples, key=len)

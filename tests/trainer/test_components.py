@@ -213,3 +213,31 @@ def test_the_critic_reads_a_batch_once_per_update_and_regresses_from_the_values_
         assert torch.equal(fresh, kept)
     assert [int(b.value_index.numel()) for b in batches] == [sum(episodes[k].num_turns for k in g)
                                                              for g in updater._critic_pass[0]]
+
+
+def test_an_update_reports_where_its_time_went_by_part():
+    """`UpdateStats.parts` splits `seconds` into the parts an update has: all seven for SPA (critic, progress
+    estimator), only the estimator, the samples and the policy epochs for GRPO; the metrics row carries them as
+    `update/<part>_s`."""
+    from agentgym.trainer.credit_models import CreditModels
+
+    rng = random.Random(5)
+    episodes = []
+    for k in range(4):
+        ep = episode(rng, 2 + k % 2)
+        ep.group_id, ep.turns[-1].reward = f"g{k % 2}", float(k % 2)
+        episodes.append(ep.finish())
+    batch = TrainBatch(episodes=episodes, weights=[1.0] * 4, staleness=[0] * 4, version=0, index=0)
+    every = {"critic_values", "credit_inputs", "credit", "samples", "critic", "policy", "credit_model"}
+    for estimator, expected in (("spa", every), ("grpo", {"credit", "samples", "policy"})):
+        model, _ = build_model(ModelSpec())
+        opt = build_optimizer(trainable_parameters(model), lr=1e-4, weight_decay=0.0)
+        spa = estimator == "spa"
+        updater = PolicyUpdater(model, opt, build_scheduler(opt, warmup=0, total=10, schedule="constant"),
+                                UpdateConfig(estimator=estimator), critic=Critic(build_model(ModelSpec())[0], lr=1e-2, value_clip=0.2) if spa else None,
+                                credit_models=CreditModels(estimator, model, {"micro_batch_size": 2}))
+        stats = updater.update(batch)
+        assert set(stats.parts) == expected, estimator
+        assert all(v >= 0 for v in stats.parts.values())
+        assert sum(stats.parts.values()) <= stats.seconds
+        assert stats.flat()["update/policy_s"] == stats.parts["policy"]
