@@ -201,6 +201,7 @@ class SegmentRows:
     position_ids: torch.Tensor  #: [S, L]
     attention_mask: torch.Tensor  #: [S, L] 1 on a segment's tokens
     flat_index: torch.Tensor  #: [N] the packed (flat) position of each real token, row-major over the grid
+    row_sample: torch.Tensor  #: [S] the sample each row belongs to (its segments share a sample)
 
 
 def segment_rows(batch: TokenBatch) -> SegmentRows:
@@ -214,7 +215,7 @@ def segment_rows(batch: TokenBatch) -> SegmentRows:
     real = steps.unsqueeze(0) < lengths.unsqueeze(1)
     grid = torch.where(real, starts.unsqueeze(1) + steps.unsqueeze(0), torch.zeros_like(real, dtype=torch.long))
     return SegmentRows(input_ids=batch.input_ids.flatten()[grid], position_ids=pos[grid] * real,
-                       attention_mask=real.long(), flat_index=grid[real])
+                       attention_mask=real.long(), flat_index=grid[real], row_sample=batch.sample_index[starts])
 
 
 def collate(samples: Sequence[Sample], *, packed: bool, pad_id: int) -> TokenBatch:

@@ -22,6 +22,8 @@ from agentgym.trajectory import Episode
 
 torch = require("torch", extra="train", what="agentgym.credit.learned")
 
+from agentgym.trainer.shared_prefix import cache_argument, can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
+
 
 def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
     """A causal LM from a local directory / hub name (through `agentgym.policy.models.load_model`) or as given."""
@@ -77,8 +79,9 @@ def pack_episode(ep: Episode, max_tokens: int) -> Packed:
 def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tuple[Any, Any]:
     """Last hidden states [B, L, H] of right-padded sequences, and the device they are on.
 
-    Each attention segment runs as its own row (positions from 0, no attention to earlier segments);
-    the rows are joined back so that `[b, q]` is episode b's token q whatever its segment.
+    Each attention segment runs as its own row (positions from 0, no attention to earlier segments), the
+    segments of one episode reading their common prefix once (`agentgym.trainer.shared_prefix`); the rows are
+    joined back so that `[b, q]` is episode b's token q whatever its segment.
     """
     device = next(model.parameters()).device
     rows = [(b, start, end) for b, p in enumerate(packed) for start, end in p.spans()]
@@ -88,7 +91,14 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
     for row, (b, start, end) in enumerate(rows):
         ids[row, : end - start] = torch.tensor(packed[b].ids[start:end], dtype=torch.long, device=device)
         mask[row, : end - start] = 1
-    hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    base = model.base_model
+    lengths = mask.sum(dim=1)
+    plan = plan_prefixes(ids, lengths.cpu(), torch.tensor([b for b, _, _ in rows])) if can_share(base) else None
+    if plan is None:
+        hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
+    else:  # an episode's segments read their common prefix once (`agentgym.trainer.shared_prefix`)
+        hidden = shared_prefix_forward(base, lambda o: [o.last_hidden_state], ids, mask.bool(), plan,
+                                       cache_argument(base))[0]
     if len(rows) == len(packed):
         return hidden, device  # one segment per episode: the rows are the episodes
     # One gather joins every row back; slicing row by row would give each slice a backward pass that
