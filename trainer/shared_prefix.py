@@ -5,7 +5,8 @@ tokens: the system prompt, the task's first message and whatever the window keep
 recipe (`keep_turns: 0`) a turn's context is about 225 tokens of which the first 140 are the same in every turn
 of the episode, so reading the turns as separate rows computes those 140 tokens some 25 times.
 
-`shared_prefix_forward` reads each group of rows (the segments of one sample) as one prefix row, cached, and
+`shared_prefix_forward` reads each group of rows (the segments of one sample; else the samples that begin alike,
+as the rollouts of one task do) as one prefix row, cached, and
 the rows' remainders as suffix rows that attend to the cached prefix (a `transformers` key/value cache selected
 per row): the same attention and the same numbers up to float rounding, with the prefix's projections and MLPs
 paid once per group. Outputs come back as `[R, L, ...]` tensors laid out like the rows, so callers see no
@@ -41,23 +42,33 @@ def plan_prefixes(ids: torch.Tensor, lengths: torch.Tensor, key: torch.Tensor, m
                   ) -> PrefixPlan | None:
     """Group the rows of `ids` [R, L] (real tokens `lengths` [R]) by `key` [R] (the sample each row belongs to)
     and find each group's longest common prefix, capped one token short of its shortest row so that every row
-    keeps a suffix. None when no group of two or more rows shares `min_prefix` tokens."""
+    keeps a suffix. Rows that share nothing within their sample (a sample read as one context) are then grouped
+    by their first `min_prefix` tokens: the rollouts of one task begin with the same prompt. None when no group
+    of two or more rows shares `min_prefix` tokens."""
     group = torch.full((ids.shape[0],), -1, dtype=torch.long)
-    firsts, sizes = [], []
-    for k in torch.unique(key).tolist():
-        rows = torch.nonzero(key == k, as_tuple=False).flatten()
+    firsts: list[int] = []
+    sizes: list[int] = []
+
+    def take(rows: torch.Tensor) -> None:
         if rows.numel() < 2:
-            continue
+            return
         cap = int(lengths[rows].min()) - 1
         if cap < min_prefix:
-            continue
+            return
         same = (ids[rows, :cap] == ids[rows[0], :cap]).all(dim=0)
         n = cap if bool(same.all()) else int(torch.nonzero(~same, as_tuple=False)[0])
-        if n < min_prefix:
-            continue
-        group[rows] = len(firsts)
-        firsts.append(int(rows[0]))
-        sizes.append(n)
+        if n >= min_prefix:
+            group[rows] = len(firsts)
+            firsts.append(int(rows[0]))
+            sizes.append(n)
+
+    for k in torch.unique(key).tolist():
+        take(torch.nonzero(key == k, as_tuple=False).flatten())
+    heads: dict[tuple[int, ...], list[int]] = {}
+    for r in torch.nonzero((group < 0) & (lengths > min_prefix), as_tuple=False).flatten().tolist():
+        heads.setdefault(tuple(ids[r, :min_prefix].tolist()), []).append(r)
+    for rows in heads.values():
+        take(torch.tensor(rows, dtype=torch.long))
     if not firsts:
         return None
     return PrefixPlan(group, torch.tensor(firsts, dtype=torch.long), torch.tensor(sizes, dtype=torch.long))

@@ -33,15 +33,15 @@ def tiny():
 
 
 def rows_of(specs, vocab, seed=0):
-    """Right-padded rows from (group, shared prefix tokens, own tokens) specs: rows of one group begin with the
-    same `prefix` tokens."""
+    """Right-padded rows from (sample, head, shared prefix tokens, own tokens) specs: rows of one head begin with
+    the same `prefix` tokens."""
     gen = torch.Generator().manual_seed(seed)
     heads: dict[int, torch.Tensor] = {}
     seqs, keys = [], []
-    for group, prefix, own in specs:
-        head = heads.setdefault(group, torch.randint(vocab, (64,), generator=gen))
+    for sample, head_id, prefix, own in specs:
+        head = heads.setdefault(head_id, torch.randint(vocab, (64,), generator=gen))
         seqs.append(torch.cat([head[:prefix], torch.randint(vocab, (own,), generator=gen)]))
-        keys.append(group)
+        keys.append(sample)
     width = max(len(s) for s in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     real = torch.zeros((len(seqs), width), dtype=torch.bool)
@@ -64,13 +64,14 @@ def whole(model, ids, real):
 def test_rows_read_through_their_groups_prefix_give_their_own_outputs_and_gradients(tiny):
     model, _ = tiny
     vocab = model.config.vocab_size
-    # group 0: three rows on 40 common tokens (one shorter); group 1: two rows on 36 (their own prefix length);
-    # group 2: one row (nothing to share); group 3: two rows on 10 common tokens (below the minimum: alone)
-    ids, real, keys = rows_of([(0, 40, 9), (1, 36, 20), (0, 40, 3), (2, 50, 5), (0, 40, 17), (3, 10, 30),
-                               (1, 36, 1), (3, 10, 12)], vocab)
+    # sample 0: three rows on 40 common tokens (one shorter); sample 1: two rows on 36 (their own prefix length);
+    # sample 2: one row (nothing to share); sample 3: two rows on 10 common tokens (below the minimum: alone);
+    # samples 4 and 5: one row each, beginning with the same 45 tokens (two rollouts of one task)
+    ids, real, keys = rows_of([(0, 0, 40, 9), (1, 1, 36, 20), (0, 0, 40, 3), (2, 2, 50, 5), (4, 4, 45, 6),
+                               (0, 0, 40, 17), (3, 3, 10, 30), (1, 1, 36, 1), (3, 3, 10, 12), (5, 4, 45, 8)], vocab)
     plan = plan_prefixes(ids, real.sum(1), keys)
-    assert plan is not None and sorted(plan.length.tolist()) == [36, 40]
-    assert plan.group.tolist().count(-1) == 3  # the lone row and group 3's two rows run whole
+    assert plan is not None and sorted(plan.length.tolist()) == [36, 40, 45]
+    assert plan.group.tolist().count(-1) == 3  # the lone row and sample 3's two rows run whole
 
     outputs, grads = [], []
     for shared in (False, True):
@@ -96,8 +97,15 @@ def test_a_plan_keeps_a_suffix_in_every_row_and_needs_a_group_that_shares_enough
     real = torch.ones_like(ids, dtype=torch.bool)
     plan = plan_prefixes(ids, real.sum(1), torch.tensor([0, 0, 0]))
     assert plan.length.tolist() == [39] and plan.group.tolist() == [0, 0, 0]
-    assert plan_prefixes(ids, real.sum(1), torch.tensor([0, 1, 2])) is None  # every row alone
+    # three samples of one context each that begin alike (the rollouts of one task) share across samples
+    across = plan_prefixes(ids, real.sum(1), torch.tensor([0, 1, 2]))
+    assert across.length.tolist() == [39] and across.group.tolist() == [0, 0, 0]
     assert plan_prefixes(ids, real.sum(1), torch.tensor([0, 0, 1]), min_prefix=40) is None
+    other = ids.clone()
+    other[2, 5] += 1  # the third row differs early: the first two share, the third runs alone
+    two = plan_prefixes(other, real.sum(1), torch.tensor([0, 1, 2]))
+    assert two.group.tolist() == [0, 0, -1] and two.length.tolist() == [39]
+    assert plan_prefixes(other[1:], real[1:].sum(1), torch.tensor([1, 2])) is None
 
 
 def test_gradient_checkpointing_turns_sharing_off(tiny):
