@@ -130,6 +130,10 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
     cache = getattr(prefix_out, "cache", None) or getattr(prefix_out, "past_key_values", None)
     if cache is None:  # the model kept no cache (gradient checkpointing): read every row whole
         return pick(call(input_ids=ids, position_ids=_positions(real), attention_mask=real.long(), use_cache=False))
+    if isinstance(cache, tuple):  # transformers before 4.47 hands back the legacy per-layer (key, value) tuples
+        from transformers import DynamicCache
+
+        cache = DynamicCache.from_legacy_cache(cache)
     prefix_picked = pick(prefix_out)
 
     # each shared row's remainder, attending to its group's cached prefix (positions go on from the prefix)
