@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 from agentgym.trainer.packing import TokenBatch, segment_rows
-from agentgym.trainer.shared_prefix import cache_argument, can_share, plan_prefixes, shared_prefix_forward
+from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
+
+from agentgym.policy.models import cache_keyword
 
 #: read the segments of a sample through their common prefix once (CPU rows); False reads every row whole
 #: (the reference, and a switch for benchmarks)
@@ -56,7 +58,7 @@ def flat_forward(model: Any, batch: TokenBatch, pick: Any, **kwargs: Any) -> lis
                             attention_mask=rows.attention_mask, use_cache=False, **kwargs))
     else:  # the segments of one sample read their common prefix once (`agentgym.trainer.shared_prefix`)
         picked = shared_prefix_forward(lambda **call: model(**call, **kwargs), pick, rows.input_ids, real, plan,
-                                       cache_argument(model))
+                                       cache_keyword(model))
     flat = []
     for t in picked:
         full = t.new_zeros((batch.input_ids.numel(), *t.shape[2:]))

@@ -60,7 +60,8 @@ def build_model(spec: ModelSpec) -> tuple[Any, Any]:
     device = resolve_device(spec.device)
     model, tokenizer = load_model(model_path(spec), dtype=resolve_dtype(spec.dtype, device), device=str(device))
     if spec.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # transformers 5 renamed it (the old name warns and goes in v6)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         model.config.use_cache = False
     if spec.lora_rank > 0:
         from peft import LoraConfig, get_peft_model

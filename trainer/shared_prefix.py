@@ -19,12 +19,13 @@ groups share at least `min_prefix` tokens; otherwise the rows run as they are.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from agentgym.policy.models import output_cache
 
 MIN_PREFIX = 32  #: shorter common prefixes are not worth a second model call
 
@@ -92,13 +93,6 @@ def can_share(model: Any) -> bool:
     return can_share(base) if base is not None and base is not model else True
 
 
-def cache_argument(model: Any) -> str:
-    """The keyword a model's forward takes its key/value cache by: `cache` (transformers 5.25 on) or
-    `past_key_values` (earlier, and the base model under a PEFT wrapper is what decides)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
 def _right_padded(ids: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows `ids[i, starts[i] : starts[i] + counts[i]]` right-padded (with 0) to the longest: (grid, real mask)."""
     width = int(counts.max())
@@ -113,8 +107,8 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
                           ) -> list[torch.Tensor]:
     """`pick(outputs)` of `call(input_ids=, position_ids=, attention_mask=, ...)` for right-padded rows `ids`
     [R, L] (real tokens where `real`), with the rows of each group of `plan` reading their common prefix from
-    one cached prefix row (passed back by the keyword `cache_arg`, see `cache_argument`). Returns `[R, L, ...]`
-    tensors (padding positions read zeros)."""
+    one cached prefix row (passed back by the keyword `cache_arg`, see `agentgym.policy.models.cache_keyword`).
+    Returns `[R, L, ...]` tensors (padding positions read zeros)."""
     device = ids.device
     lengths = real.sum(dim=1)
     group = plan.group.to(device)
@@ -127,7 +121,7 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
                                   torch.zeros_like(prefix_len), prefix_len)
     p_pos = torch.arange(p_ids.shape[1], device=device).expand_as(p_ids) * p_real
     prefix_out = call(input_ids=p_ids, position_ids=p_pos, attention_mask=p_real.long(), use_cache=True)
-    cache = getattr(prefix_out, "cache", None) or getattr(prefix_out, "past_key_values", None)
+    cache = output_cache(prefix_out)
     if cache is None:  # the model kept no cache (gradient checkpointing): read every row whole
         return pick(call(input_ids=ids, position_ids=_positions(real), attention_mask=real.long(), use_cache=False))
     if isinstance(cache, tuple):  # transformers before 4.47 hands back the legacy per-layer (key, value) tuples

@@ -42,6 +42,7 @@ from typing import Any
 
 from agentgym.errors import ConfigError, require
 from agentgym.policy.base import Backend, BackendError, Completion, FinishReason, GenerationRequest
+from agentgym.policy.models import cache_keyword, output_cache
 
 
 @dataclass
@@ -108,6 +109,7 @@ class HFBackend(Backend):
         self.max_cached_episodes = max_cached_episodes
         self.stats = HFStats()
         self.stop_ids = _stop_ids(model, tokenizer)
+        self._cache_keyword = cache_keyword(model)  #: `cache` or `past_key_values`, by transformers version
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.stop_ids)
         self._caches: OrderedDict[str, _EpisodeCache] = OrderedDict()
         self._shared_gen = self.torch.Generator(device=self.device)
@@ -295,8 +297,8 @@ class HFBackend(Backend):
             self.stats.requests += 1
         past = self._stack_caches(caches, width)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=past, use_cache=True, logits_to_keep=1)
-        past, logits = out.past_key_values, out.logits[:, -1, :]
+                         use_cache=True, logits_to_keep=1, **{self._cache_keyword: past})
+        past, logits = output_cache(out), out.logits[:, -1, :]
         next_pos = torch.tensor([len(r.ids) for r in rows], device=self.device)
         while True:
             tokens, logps = sample_rows(logits, [r.sampler for r in rows], self._shared_gen)
@@ -307,8 +309,8 @@ class HFBackend(Backend):
             mask = torch.cat([mask, step_mask], dim=1)
             self.stats.decoded_tokens += sum(active)
             out = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask, position_ids=next_pos.unsqueeze(1),
-                             past_key_values=past, use_cache=True)
-            past, logits = out.past_key_values, out.logits[:, -1, :]
+                             use_cache=True, **{self._cache_keyword: past})
+            past, logits = output_cache(out), out.logits[:, -1, :]
             next_pos = next_pos + step_mask.squeeze(1)
         self._keep_caches(rows, past, mask)
 

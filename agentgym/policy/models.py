@@ -157,3 +157,19 @@ def load_model(name_or_path: str | os.PathLike[str], *, dtype: Any = None, devic
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword a causal LM's forward takes a key/value cache by: `cache` (transformers 5.25 on; the old name
+    warns and goes in 5.40) or `past_key_values` (earlier). Under a PEFT wrapper the base model decides."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def output_cache(outputs: Any) -> Any:
+    """The key/value cache a forward with `use_cache=True` handed back (`cache`, or `past_key_values` before
+    transformers 5.25), None if it kept none."""
+    cache = getattr(outputs, "cache", None)
+    return cache if cache is not None else getattr(outputs, "past_key_values", None)

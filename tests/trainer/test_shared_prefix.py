@@ -11,18 +11,13 @@ import torch
 from agentgym.trainer import forward
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.packing import episode_to_sample, pack, segment_rows
-from agentgym.trainer.shared_prefix import (
-    cache_argument,
-    can_share,
-    plan_prefixes,
-    shared_prefix_forward,
-)
+from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 
 from agentgym.collector import Collector, CollectorConfig, Task
 from agentgym.collector.window import ContextWindow
 from agentgym.policy.base import SamplingParams
 from agentgym.policy.hf import HFBackend
-from agentgym.policy.models import load_model, tiny_model_dir
+from agentgym.policy.models import cache_keyword, load_model, tiny_model_dir
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +74,7 @@ def test_rows_read_through_their_groups_prefix_give_their_own_outputs_and_gradie
         if shared:
             picked = shared_prefix_forward(lambda **kw: model(**kw, output_hidden_states=True),
                                            lambda o: [o.logits, o.hidden_states[-1]], ids, real, plan,
-                                           cache_argument(model))
+                                           cache_keyword(model))
         else:
             picked = whole(model, ids, real)
         weights = torch.linspace(0.5, 1.5, picked[0].shape[-1])
@@ -111,11 +106,13 @@ def test_a_plan_keeps_a_suffix_in_every_row_and_needs_a_group_that_shares_enough
 def test_gradient_checkpointing_turns_sharing_off(tiny):
     model, _ = tiny
     assert can_share(model)
-    model.gradient_checkpointing_enable()
+    on = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    off = getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable
+    on()
     try:
         assert not can_share(model)
     finally:
-        model.gradient_checkpointing_disable()
+        off()
     assert can_share(model)
 
 
@@ -150,7 +147,7 @@ def test_windowed_episodes_train_on_the_same_log_probs_and_gradients_with_a_shar
     original = model.forward
     monkeypatch.setattr(model, "forward", lambda *a, **kw: calls.append(any(
         kw.get(k) is not None for k in ("cache", "past_key_values"))) or original(*a, **kw))
-    monkeypatch.setattr(forward, "cache_argument", lambda m: cache_argument(type(m)))
+    monkeypatch.setattr(forward, "cache_keyword", lambda m: cache_keyword(type(m)))
     results = []
     for share in (False, True):
         monkeypatch.setattr(forward, "SHARE_PREFIX", share)

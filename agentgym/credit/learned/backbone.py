@@ -18,11 +18,12 @@ from typing import Any
 
 from agentgym.credit.errors import CreditInputError
 from agentgym.errors import require
+from agentgym.policy.models import cache_keyword
 from agentgym.trajectory import Episode
 
 torch = require("torch", extra="train", what="agentgym.credit.learned")
 
-from agentgym.trainer.shared_prefix import cache_argument, can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
+from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
 
 
 def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
@@ -98,7 +99,7 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
         hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
     else:  # an episode's segments read their common prefix once (`agentgym.trainer.shared_prefix`)
         hidden = shared_prefix_forward(base, lambda o: [o.last_hidden_state], ids, mask.bool(), plan,
-                                       cache_argument(base))[0]
+                                       cache_keyword(base))[0]
     if len(rows) == len(packed):
         return hidden, device  # one segment per episode: the rows are the episodes
     # One gather joins every row back; slicing row by row would give each slice a backward pass that
