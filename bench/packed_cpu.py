@@ -11,7 +11,7 @@ forward + backward tokens/s of both (the same tiny model, the same batch, the ru
 and checks that both give the same log-probs. `--window N` keeps N earlier turns (larger segments).
 
 Every segment of an episode begins with the same `--head` tokens (system prompt and task, as the window renders
-them), which the segment rows read once per episode (`agentgym.trainer.shared_prefix`); the third figure is the
+them), which the segment rows read once per episode (`agentgym.policy.shared_prefix`); the third figure is the
 segment rows read whole, every turn paying for the head again (`forward.SHARE_PREFIX = False`), and
 `shared_prefix_speedup` is what reading the head once gains over that.
 """

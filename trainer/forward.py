@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 from agentgym.trainer.packing import TokenBatch, segment_rows
-from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 
 from agentgym.policy.models import cache_keyword
+from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 
 #: read the segments of a sample through their common prefix once (CPU rows); False reads every row whole
 #: (the reference, and a switch for benchmarks)
@@ -56,7 +56,7 @@ def flat_forward(model: Any, batch: TokenBatch, pick: Any, **kwargs: Any) -> lis
     if plan is None:
         picked = pick(model(input_ids=rows.input_ids, position_ids=rows.position_ids,
                             attention_mask=rows.attention_mask, use_cache=False, **kwargs))
-    else:  # the segments of one sample read their common prefix once (`agentgym.trainer.shared_prefix`)
+    else:  # the segments of one sample read their common prefix once (`agentgym.policy.shared_prefix`)
         picked = shared_prefix_forward(lambda **call: model(**call, **kwargs), pick, rows.input_ids, real, plan,
                                        cache_keyword(model))
     flat = []

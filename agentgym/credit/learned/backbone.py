@@ -23,7 +23,7 @@ from agentgym.trajectory import Episode
 
 torch = require("torch", extra="train", what="agentgym.credit.learned")
 
-from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
+from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
 
 
 def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
@@ -81,7 +81,7 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
     """Last hidden states [B, L, H] of right-padded sequences, and the device they are on.
 
     Each attention segment runs as its own row (positions from 0, no attention to earlier segments), the
-    segments of one episode reading their common prefix once (`agentgym.trainer.shared_prefix`); the rows are
+    segments of one episode reading their common prefix once (`agentgym.policy.shared_prefix`); the rows are
     joined back so that `[b, q]` is episode b's token q whatever its segment.
     """
     device = next(model.parameters()).device
@@ -97,7 +97,7 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
     plan = plan_prefixes(ids, lengths.cpu(), torch.tensor([b for b, _, _ in rows])) if can_share(base) else None
     if plan is None:
         hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-    else:  # an episode's segments read their common prefix once (`agentgym.trainer.shared_prefix`)
+    else:  # an episode's segments read their common prefix once (`agentgym.policy.shared_prefix`)
         hidden = shared_prefix_forward(base, lambda o: [o.last_hidden_state], ids, mask.bool(), plan,
                                        cache_keyword(base))[0]
     if len(rows) == len(packed):

@@ -1,4 +1,4 @@
-"""Segments that begin alike read their common prefix once (`agentgym.trainer.shared_prefix`): the outputs and
+"""Segments that begin alike read their common prefix once (`agentgym.policy.shared_prefix`): the outputs and
 gradients are those of reading every row whole, on right-padded rows, on windowed episodes through the trainer's
 forward, and in the learned credit models."""
 
@@ -11,13 +11,13 @@ import torch
 from agentgym.trainer import forward
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.packing import episode_to_sample, pack, segment_rows
-from agentgym.trainer.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 
 from agentgym.collector import Collector, CollectorConfig, Task
 from agentgym.collector.window import ContextWindow
 from agentgym.policy.base import SamplingParams
 from agentgym.policy.hf import HFBackend
 from agentgym.policy.models import cache_keyword, load_model, tiny_model_dir
+from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 
 
 @pytest.fixture(scope="module")
