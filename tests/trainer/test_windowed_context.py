@@ -3,18 +3,14 @@ windowed episodes reads exactly the stored tokens in exactly the context the mod
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import torch
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.packing import episode_to_sample, pack, pad, positions
 
-from agentgym.collector import Collector, CollectorConfig, Task
 from agentgym.collector.window import ContextWindow
-from agentgym.policy.base import SamplingParams
-from agentgym.policy.hf import HFBackend
 from agentgym.policy.models import load_model, tiny_model_dir
+from tests.helpers.windowed import collect_maze
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +20,7 @@ def tiny():
 
 
 def _collect(model, tokenizer, window: ContextWindow | None, budget: int | None = None):
-    backend = HFBackend(model, tokenizer, seed=3)
-    config = CollectorConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=4, seed=5), max_turns=6,
-                             context_window=window, episode_token_budget=budget, check_template=True, progress=False)
-    collector = Collector("Maze-v0", backend, None, config=config, env_kwargs={"difficulty": "open"})
-
-    async def go():
-        try:
-            return (await collector.collect([Task(f"open-{i}", seed=i) for i in range(3)])).episodes
-        finally:
-            await collector.aclose()
-            await backend.aclose()
-
-    return asyncio.run(go())
+    return collect_maze(model, tokenizer, window, budget=budget)
 
 
 def test_a_window_keeps_task_and_last_turns_and_counts_every_cut(tiny):

@@ -4,20 +4,16 @@ forward, and in the learned credit models."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 import torch
 from agentgym.trainer import forward
 from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.packing import episode_to_sample, pack, segment_rows
 
-from agentgym.collector import Collector, CollectorConfig, Task
 from agentgym.collector.window import ContextWindow
-from agentgym.policy.base import SamplingParams
-from agentgym.policy.hf import HFBackend
 from agentgym.policy.models import cache_keyword, load_model, tiny_model_dir
 from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
+from tests.helpers.windowed import collect_maze
 
 
 @pytest.fixture(scope="module")
@@ -117,19 +113,8 @@ def test_gradient_checkpointing_turns_sharing_off(tiny):
 
 
 def _windowed_episodes(model, tokenizer):
-    backend = HFBackend(model, tokenizer, seed=3)
-    config = CollectorConfig(sampling=SamplingParams(temperature=1.0, max_new_tokens=4, seed=5), max_turns=6,
-                             context_window=ContextWindow(keep_turns=0), progress=False)
-    collector = Collector("Maze-v0", backend, None, config=config, env_kwargs={"difficulty": "open"})
-
-    async def go():
-        try:
-            return (await collector.collect([Task(f"open-{i}", seed=i) for i in range(4)])).episodes
-        finally:
-            await collector.aclose()
-            await backend.aclose()
-
-    return [e for e in asyncio.run(go()) if e.num_turns >= 3]
+    episodes = collect_maze(model, tokenizer, ContextWindow(keep_turns=0), tasks=4, check_template=False)
+    return [e for e in episodes if e.num_turns >= 3]
 
 
 def test_windowed_episodes_train_on_the_same_log_probs_and_gradients_with_a_shared_prefix(tiny, monkeypatch):
