@@ -82,8 +82,8 @@ class UpdateStats:
     credit_model: dict[str, float] = field(default_factory=dict)
     credit: dict[str, float] = field(default_factory=dict)  #: `credit_diagnostics` of the batch
     #: where `seconds` went, by part: `critic_values` (the critic's no-grad pass), `credit_inputs` (SPA's progress
-    #: estimator / OPRL's PRM read on the batch, its pretraining included), `credit` (the estimator), `critic`
-    #: (the critic's update), `policy` (reference passes and policy epochs), `credit_model` (the learned credit
+    #: estimator / OPRL's PRM read on the batch, its pretraining included), `credit` (the estimator), `samples`
+    #: (sequences and diagnostics), `critic` (the critic's update), `policy` (reference passes and policy epochs), `credit_model` (the learned credit
     #: model's update); parts a run does not have are absent
     parts: dict[str, float] = field(default_factory=dict)
 

@@ -6,11 +6,12 @@ recipe (`keep_turns: 0`) a turn's context is about 225 tokens of which the first
 of the episode, so reading the turns as separate rows computes those 140 tokens some 25 times.
 
 `shared_prefix_forward` reads each group of rows (the segments of one sample; else the samples that begin alike,
-as the rollouts of one task do) as one prefix row, cached, and
-the rows' remainders as suffix rows that attend to the cached prefix (a `transformers` key/value cache selected
-per row): the same attention and the same numbers up to float rounding, with the prefix's projections and MLPs
-paid once per group. Outputs come back as `[R, L, ...]` tensors laid out like the rows, so callers see no
-difference; gradients flow into the prefix through the cache and the prefix's own outputs.
+as the rollouts of one task do) as one prefix row, cached, and the rows' remainders as suffix rows that attend to
+the cached prefix (a `transformers` key/value cache selected per row): the same attention and the same numbers up
+to float rounding, with the prefix's projections and MLPs paid once per group. Outputs come back as `[R, L, ...]`
+tensors laid out like the rows, so callers see no difference; gradients flow into the prefix through the cache
+and the prefix's own outputs. The outputs are gathered from the prefix and suffix rows' outputs, so at its peak
+a call holds them about twice (what a vocabulary-sized logits tensor costs matters for large models on CPU).
 
 It applies where it pays and is safe: the model runs in one process (a module wrapped for data parallelism
 must see exactly one forward per backward), no gradient checkpointing (which turns the cache off), and the
