@@ -13,8 +13,7 @@ from typing import Any
 import torch
 from agentgym.trainer.packing import TokenBatch, segment_rows
 
-from agentgym.policy.models import cache_keyword
-from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
+from agentgym.policy.shared_prefix import read_rows
 
 #: read the segments of a sample through their common prefix once (CPU rows); False reads every row whole
 #: (the reference, and a switch for benchmarks)
@@ -51,14 +50,8 @@ def flat_forward(model: Any, batch: TokenBatch, pick: Any, **kwargs: Any) -> lis
         return [t.flatten(0, 1) for t in pick(model(**model_inputs(batch), **kwargs))]
     rows = segment_rows(batch)
     real = rows.attention_mask.bool()
-    plan = plan_prefixes(rows.input_ids, real.sum(dim=1), rows.row_sample) if SHARE_PREFIX and can_share(model) \
-        else None
-    if plan is None:
-        picked = pick(model(input_ids=rows.input_ids, position_ids=rows.position_ids,
-                            attention_mask=rows.attention_mask, use_cache=False, **kwargs))
-    else:  # the segments of one sample read their common prefix once (`agentgym.policy.shared_prefix`)
-        picked = shared_prefix_forward(lambda **call: model(**call, **kwargs), pick, rows.input_ids, real, plan,
-                                       cache_keyword(model))
+    # the segments of one sample read their common prefix once (`agentgym.policy.shared_prefix`)
+    picked = read_rows(model, pick, rows.input_ids, real, rows.row_sample, share=SHARE_PREFIX, **kwargs)
     flat = []
     for t in picked:
         full = t.new_zeros((batch.input_ids.numel(), *t.shape[2:]))

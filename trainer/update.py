@@ -83,8 +83,8 @@ class UpdateStats:
     credit: dict[str, float] = field(default_factory=dict)  #: `credit_diagnostics` of the batch
     #: where `seconds` went, by part: `critic_values` (the critic's no-grad pass), `credit_inputs` (SPA's progress
     #: estimator / OPRL's PRM read on the batch, its pretraining included), `credit` (the estimator), `samples`
-    #: (sequences and diagnostics), `critic` (the critic's update), `policy` (reference passes and policy epochs), `credit_model` (the learned credit
-    #: model's update); parts a run does not have are absent
+    #: (sequences and diagnostics), `critic` (the critic's update), `policy` (reference passes and policy epochs),
+    #: `credit_model` (the learned credit model's update); parts a run does not have are absent
     parts: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
@@ -102,7 +102,7 @@ class _Clock:
 
     def __init__(self) -> None:
         self.parts: dict[str, float] = {}
-        self._last = time.perf_counter()
+        self.started = self._last = time.perf_counter()
 
     def lap(self, part: str) -> None:
         """Charge the time since the previous lap (or the start) to `part`."""
@@ -156,7 +156,6 @@ class PolicyUpdater:
         With several ranks the leader alone holds the critic and the learned credit models: it computes the
         samples (advantages included), then the followers join the policy epochs with the same samples.
         """
-        started = time.perf_counter()
         clock = self._clock = _Clock()
         samples = self._samples(batch)
         stats = UpdateStats(tokens=sum(len(s) for s in samples), action_tokens=sum(s.num_action_tokens for s in samples))
@@ -179,7 +178,7 @@ class PolicyUpdater:
             stats.credit_model = self.credit_models.update(batch.episodes)
             clock.lap("credit_model")
         self.updates_done += 1
-        stats.seconds = time.perf_counter() - started
+        stats.seconds = time.perf_counter() - clock.started
         stats.parts = clock.parts
         return stats
 

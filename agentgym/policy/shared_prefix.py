@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from agentgym.policy.models import output_cache
+from agentgym.policy.models import cache_keyword, output_cache
 
 MIN_PREFIX = 32  #: shorter common prefixes are not worth a second model call
 
@@ -94,6 +94,20 @@ def can_share(model: Any) -> bool:
     return can_share(base) if base is not None and base is not model else True
 
 
+def read_rows(model: Any, pick: Callable[[Any], list[torch.Tensor]], ids: torch.Tensor, real: torch.Tensor,
+              key: torch.Tensor, *, share: bool = True, **kwargs: Any) -> list[torch.Tensor]:
+    """`pick(model(...))` over right-padded rows `ids` [R, L] (real tokens where `real`) as `[R, L, ...]` tensors.
+    The rows of one sample (`key` [R]), or samples that begin alike, read their common prefix once when `share`
+    and `can_share(model)` allow; otherwise every row is read whole. `kwargs` go to every model call."""
+    def call(**inputs: Any) -> Any:
+        return model(**inputs, **kwargs)
+
+    plan = plan_prefixes(ids, real.sum(dim=1).cpu(), key.cpu()) if share and can_share(model) else None
+    if plan is None:
+        return _whole(call, pick, ids, real)
+    return shared_prefix_forward(call, pick, ids, real, plan, cache_keyword(model))
+
+
 def _right_padded(ids: torch.Tensor, starts: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows `ids[i, starts[i] : starts[i] + counts[i]]` right-padded (with 0) to the longest: (grid, real mask)."""
     width = int(counts.max())
@@ -124,7 +138,7 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
     prefix_out = call(input_ids=p_ids, position_ids=p_pos, attention_mask=p_real.long(), use_cache=True)
     cache = output_cache(prefix_out)
     if cache is None:  # the model kept no cache (gradient checkpointing): read every row whole
-        return pick(call(input_ids=ids, position_ids=_positions(real), attention_mask=real.long(), use_cache=False))
+        return _whole(call, pick, ids, real)
     if isinstance(cache, tuple):  # transformers before 4.47 hands back the legacy per-layer (key, value) tuples
         from transformers import DynamicCache
 
@@ -142,9 +156,7 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
                               **{cache_arg: cache}))
     alone_picked = None
     if alone.numel():
-        a_ids, a_real = ids.index_select(0, alone), real.index_select(0, alone)
-        alone_picked = pick(call(input_ids=a_ids, position_ids=_positions(a_real), attention_mask=a_real.long(),
-                                 use_cache=False))
+        alone_picked = _whole(call, pick, ids.index_select(0, alone), real.index_select(0, alone))
 
     # one gather lays every row out again: [row, q] reads the prefix row below the prefix, else the suffix row
     n_rows, width = ids.shape
@@ -171,5 +183,8 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
     return out
 
 
-def _positions(real: torch.Tensor) -> torch.Tensor:
-    return (real.long().cumsum(dim=1) - 1).clamp(min=0) * real
+def _whole(call: Callable[..., Any], pick: Callable[[Any], list[torch.Tensor]], ids: torch.Tensor,
+           real: torch.Tensor) -> list[torch.Tensor]:
+    """Every right-padded row read on its own (positions from 0, padding masked)."""
+    positions = (real.long().cumsum(dim=1) - 1).clamp(min=0) * real
+    return pick(call(input_ids=ids, position_ids=positions, attention_mask=real.long(), use_cache=False))

@@ -233,8 +233,9 @@ def test_an_update_reports_where_its_time_went_by_part():
         model, _ = build_model(ModelSpec())
         opt = build_optimizer(trainable_parameters(model), lr=1e-4, weight_decay=0.0)
         spa = estimator == "spa"
+        critic = Critic(build_model(ModelSpec())[0], lr=1e-2, value_clip=0.2) if spa else None
         updater = PolicyUpdater(model, opt, build_scheduler(opt, warmup=0, total=10, schedule="constant"),
-                                UpdateConfig(estimator=estimator), critic=Critic(build_model(ModelSpec())[0], lr=1e-2, value_clip=0.2) if spa else None,
+                                UpdateConfig(estimator=estimator), critic=critic,
                                 credit_models=CreditModels(estimator, model, {"micro_batch_size": 2}))
         stats = updater.update(batch)
         assert set(stats.parts) == expected, estimator

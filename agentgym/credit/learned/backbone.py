@@ -18,12 +18,11 @@ from typing import Any
 
 from agentgym.credit.errors import CreditInputError
 from agentgym.errors import require
-from agentgym.policy.models import cache_keyword
 from agentgym.trajectory import Episode
 
 torch = require("torch", extra="train", what="agentgym.credit.learned")
 
-from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward  # noqa: E402
+from agentgym.policy.shared_prefix import read_rows  # noqa: E402
 
 
 def load_backbone(backbone: str | os.PathLike[str] | Any, *, dtype: Any = None, device: str | None = None) -> Any:
@@ -92,14 +91,9 @@ def hidden_states(model: Any, packed: Sequence[Packed], pad_id: int = 0) -> tupl
     for row, (b, start, end) in enumerate(rows):
         ids[row, : end - start] = torch.tensor(packed[b].ids[start:end], dtype=torch.long, device=device)
         mask[row, : end - start] = 1
-    base = model.base_model
-    lengths = mask.sum(dim=1)
-    plan = plan_prefixes(ids, lengths.cpu(), torch.tensor([b for b, _, _ in rows])) if can_share(base) else None
-    if plan is None:
-        hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-    else:  # an episode's segments read their common prefix once (`agentgym.policy.shared_prefix`)
-        hidden = shared_prefix_forward(base, lambda o: [o.last_hidden_state], ids, mask.bool(), plan,
-                                       cache_keyword(base))[0]
+    # an episode's segments read their common prefix once (`agentgym.policy.shared_prefix`)
+    hidden = read_rows(model.base_model, lambda o: [o.last_hidden_state], ids, mask.bool(),
+                       torch.tensor([b for b, _, _ in rows]))[0]
     if len(rows) == len(packed):
         return hidden, device  # one segment per episode: the rows are the episodes
     # One gather joins every row back; slicing row by row would give each slice a backward pass that

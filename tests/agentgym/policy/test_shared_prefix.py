@@ -11,6 +11,7 @@ from agentgym.trainer.forward import token_logprobs
 from agentgym.trainer.packing import episode_to_sample, pack, segment_rows
 
 from agentgym.collector.window import ContextWindow
+from agentgym.policy import shared_prefix
 from agentgym.policy.models import cache_keyword, load_model, tiny_model_dir
 from agentgym.policy.shared_prefix import can_share, plan_prefixes, shared_prefix_forward
 from tests.helpers.windowed import collect_maze
@@ -132,7 +133,7 @@ def test_windowed_episodes_train_on_the_same_log_probs_and_gradients_with_a_shar
     original = model.forward
     monkeypatch.setattr(model, "forward", lambda *a, **kw: calls.append(any(
         kw.get(k) is not None for k in ("cache", "past_key_values"))) or original(*a, **kw))
-    monkeypatch.setattr(forward, "cache_keyword", lambda m: cache_keyword(type(m)))
+    monkeypatch.setattr(shared_prefix, "cache_keyword", lambda m: cache_keyword(type(m)))
     results = []
     for share in (False, True):
         monkeypatch.setattr(forward, "SHARE_PREFIX", share)
@@ -159,7 +160,7 @@ def test_the_learned_credit_models_read_an_episodes_turns_through_its_shared_pre
     assert all(p.segment_starts for p in packed)
     hidden = []
     for share in (False, True):
-        monkeypatch.setattr(backbone, "can_share", lambda m, share=share: share)
+        monkeypatch.setattr(shared_prefix, "can_share", lambda m, share=share: share)
         model.zero_grad()
         h, _ = backbone.hidden_states(model, packed)
         ends = backbone.gather_rows(h, [p.turn_ends for p in packed])
