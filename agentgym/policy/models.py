@@ -114,9 +114,14 @@ def build_tiny_model(path: str | os.PathLike[str], spec: TinyModelSpec = TinyMod
 
 
 def tiny_model_dir(spec: TinyModelSpec = TinyModelSpec(), cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The directory of the tiny model for `spec`, built on first use and cached."""
+    """The directory of the tiny model for `spec`, built on first use and cached.
+
+    The directory is named for the installed transformers' major version too: what one major version saves,
+    another may not load (a tokenizer saved by transformers 5 names a class that 4.x lacks), so a changed
+    install builds its own copy instead of failing on the other's."""
+    transformers = require("transformers", extra="train", what="building the tiny model")
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = root / f"tiny-qwen2-{spec.key()}"
+    path = root / f"tiny-qwen2-{spec.key()}-tf{transformers.__version__.split('.')[0]}"
     if not (path / "agentgym_tiny.json").exists():
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         build_tiny_model(tmp, spec)

@@ -139,10 +139,6 @@ def shared_prefix_forward(call: Callable[..., Any], pick: Callable[[Any], list[t
     cache = output_cache(prefix_out)
     if cache is None:  # the model kept no cache (gradient checkpointing): read every row whole
         return _whole(call, pick, ids, real)
-    if isinstance(cache, tuple):  # transformers before 4.47 hands back the legacy per-layer (key, value) tuples
-        from transformers import DynamicCache
-
-        cache = DynamicCache.from_legacy_cache(cache)
     prefix_picked = pick(prefix_out)
 
     # each shared row's remainder, attending to its group's cached prefix (positions go on from the prefix)
