@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -78,6 +79,20 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc/*/stat; a process gone meanwhile is skipped)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
+
+
 class LocalHandle:
     """Kill and post-mortem for one bwrap process tree."""
 
@@ -86,8 +101,20 @@ class LocalHandle:
         self.id = f"local-{proc.pid}-{uuid.uuid4().hex[:8]}"
 
     def kill(self) -> None:
+        """SIGKILL the sandbox's pid-namespace init (every process inside dies with it), then bwrap itself.
+
+        Killing bwrap alone is not enough: its child, the namespace's init, lives on, and so does an agent that
+        cannot see its input close (a frozen one), each process in state T for good."""
         if self.proc.poll() is None:
-            self.proc.kill()  # bwrap's pid-namespace init dies with it, and with it every process inside
+            for pid in children(self.proc.pid):  # bwrap is not reaped yet, so its pid names no other process
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:  # bwrap reaps its child and exits by itself; a stuck one is killed
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
         self.proc.wait()
 
     def death_report(self) -> tuple[bool, str]:

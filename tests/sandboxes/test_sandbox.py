@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import random
+import time
+
 import pytest
 from agentgym.sandboxes import Limits, Sandbox
 
@@ -143,6 +147,39 @@ def test_frozen_agent_is_declared_dead(sandbox: Sandbox, monkeypatch: pytest.Mon
     result = sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)
     assert result.sandbox_died and "stopped answering" in (result.error or ""), result
     assert not sandbox.alive
+
+
+def test_closing_a_frozen_sandbox_leaves_none_of_its_processes(sandbox: Sandbox,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A frozen agent cannot see its input close, so closing must kill it and everything it started: once,
+    the local backend killed bwrap alone and left the stopped agent (and the sandbox's init) on the host."""
+    from agentgym.sandboxes import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "EXEC_GRACE_S", 1.0)
+    tag = str(random.randrange(100_000, 999_999))  # a sleep no other test (or xdist worker) starts
+    sandbox.exec(f"sleep {tag} > /dev/null 2>&1 &")
+    assert _sleeping(tag), "the background sleep did not start"
+    sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)
+    sandbox.close()
+    deadline = time.monotonic() + 10
+    while _sleeping(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _sleeping(tag), "a process of the closed sandbox is still running"
+
+
+def _sleeping(tag: str) -> bool:
+    """True while a live (not zombie) `sleep TAG` runs anywhere on the host (sandboxes share its kernel)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if argv[:2] == [b"sleep", tag.encode()] and state != "Z":
+            return True
+    return False
 
 
 
