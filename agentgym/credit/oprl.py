@@ -31,6 +31,10 @@ favoured the rare tokens the policy had learned to avoid, and 2 of 3 seeds colla
 `oprl_rank_acc` (the sum's ranking, what the PRM's DPO loss optimises), `oprl_rank_acc_per_turn` (the
 gate's), `oprl_rank_pairs` and `oprl_step_weight` (alpha * w).
 
+`step_clip` (default None: off) bounds each turn's normalised step part to [-step_clip, step_clip] before the
+weight: a learned PRM's step rewards are heavy-tailed (KeyDoor-v0, seed 1: 2.5% of turns beyond 3 standard
+deviations, the largest at 8-10), so at a weight of 0.3 one turn's step part can outweigh its outcome comparison.
+
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
 
@@ -138,7 +142,8 @@ def step_weight(acc: float, episodes: int, gate_z: float) -> float:
                     "implicit PRM step reward", needs=("step_rewards: implicit PRM reward r_t per turn",))
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
          singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR,
-         step_gate: Literal["rank", "none"] = "rank", gate_z: float = 1.645) -> CreditResult:
+         step_gate: Literal["rank", "none"] = "rank", gate_z: float = 1.645,
+         step_clip: float | None = None) -> CreditResult:
     """OPRL advantages.
 
     Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
@@ -151,12 +156,16 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     validate.number("oprl", "step_std_floor", step_std_floor, low=0.0)
     validate.choice("oprl", "step_gate", step_gate, ("rank", "none"))
     validate.number("oprl", "gate_z", gate_z, low=0.0)
+    if step_clip is not None:
+        validate.number("oprl", "step_clip", step_clip, low=0.0, low_open=True)
     r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
     stats = segment_stats(r, g_turn, batch.n_groups)
     floored = stats.with_std_floor(step_std_floor)
     a_s = floored.normalise(r, g_turn, "std", eps)
+    if step_clip is not None:  # a heavy tail: a few turns' step parts reach 8-10 standard deviations
+        a_s = np.clip(a_s, -step_clip, step_clip)
     acc, acc_turn, pairs, episodes = ranking_accuracy(batch, r)
     weight = alpha * (step_weight(acc_turn, episodes, gate_z) if step_gate == "rank" else 1.0)
     return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,

@@ -321,6 +321,26 @@ def test_oprl_adds_the_step_part_only_as_far_as_it_ranks_unseen_outcomes_per_tur
     assert few.scalars["oprl_step_weight"] == pytest.approx(max(0.0, 1.0 - 1.645 / np.sqrt(8)))
 
 
+def test_oprl_step_clip_bounds_the_step_part_of_a_heavy_tailed_prm():
+    """A learned PRM's step rewards are heavy-tailed (KeyDoor-v0: a few turns' normalised step parts at 8-10
+    standard deviations); `step_clip` bounds each turn's step part before the weight, and leaves the rest."""
+    rng = np.random.default_rng(2)
+    batch = _maze_like_batch(rng)
+    knows = [(0.05 * (2 * e.total_reward - 1) + rng.standard_t(2, len(e.turns)) * 0.02).tolist() for e in batch]
+    free = compute_credit("oprl", batch, step_rewards=knows)
+    assert np.abs(free.step_part).max() > 3.0  # the tail this guards against
+    res = compute_credit("oprl", batch, step_rewards=knows, step_clip=3.0)
+    assert np.abs(res.step_part).max() <= 3.0
+    inside = np.abs(free.step_part) <= 3.0
+    assert np.array_equal(res.step_part[inside], free.step_part[inside])
+    assert np.allclose(res.advantages, res.episode_part + res.scalars["oprl_step_weight"] * res.step_part)
+    assert res.scalars == free.scalars and res.scalars["oprl_step_weight"] > 0.5  # the gate reads the rewards
+    from agentgym.credit.errors import CreditParamError
+
+    with pytest.raises(CreditParamError, match="step_clip=0 must be a finite number"):
+        compute_credit("oprl", batch, step_rewards=knows, step_clip=0)
+
+
 def test_oprl_step_std_floor_is_validated():
     group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0)]) for r in (1.0, 0.0)]
     from agentgym.credit.errors import CreditParamError
