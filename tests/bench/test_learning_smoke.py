@@ -19,7 +19,7 @@ def test_learning_bench_prints_its_json_shape_and_ends_each_run_at_its_env_step_
                            "--envs", "Maze-v0,KeyDoor-v0", "--env-steps", "1", "--seeds", "1", "--eval-tasks", "4",
                            "--plot", str(tmp_path / "curves.png"), "--set", "sft_steps=2", "--set", "sft_episodes=2",
                            "--set", "groups_per_batch=2", "--set", "group_size=4", "--set", "concurrency=8",
-                           "--eval-temperature", "0.4", "--eval-samples", "2", "--json"],
+                           "--eval-temperature", "0.4", "--eval-samples", "2", "--jobs", "1", "--json"],
                           capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)
@@ -106,7 +106,7 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
                            "--jobs", "2", "--torch-threads", "1", "--eval-tasks", "2", "--plot", "",
                            "--runs-dir", str(tmp_path / "runs"), "--set", "sft_steps=2", "--set", "sft_episodes=2",
                            "--set", "groups_per_batch=2", "--set", "group_size=4", "--set", "concurrency=8",
-                           "--eval-temperature", "0.4", "--eval-samples", "2", "--json"],
+                           "--eval-temperature", "0.4", "--eval-samples", "2", "--jobs", "1", "--json"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 shared warm start(s) for 2 runs" in done.stderr
