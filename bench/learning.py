@@ -1,19 +1,19 @@
 """Learning benchmark: every credit-assignment estimator on Maze-v0 and KeyDoor-v0, equal update budgets.
 
-    python bench/learning.py                                         # every estimator, both envs, 5 seeds
+    python bench/learning.py                                         # every estimator, both envs, 5 seeds, all cores
     python bench/learning.py --estimators grpo,gigpo --envs KeyDoor-v0 --seeds 2 --updates 30
     python bench/learning.py --estimators "grpo,gigpo,gigpo:gamma=0.8"     # a variant beside its recipe
     python bench/learning.py --json                                  # one JSON object (shape below)
     python bench/learning.py --updates 1 --seeds 1 --estimators grpo --set sft_steps=2 --json   # smoke scale
     python bench/learning.py --env-steps 60000 --estimators grpo,gigpo --envs KeyDoor-v0   # equal env steps
     python bench/learning.py --wall-s 900 --jobs 2 --torch-threads 1 --estimators grpo,gigpo  # equal wall time
-    python bench/learning.py --jobs 8 --torch-threads 1 --json       # 8 runs at once (a machine with many cores)
+    python bench/learning.py --jobs 8 --json                         # 8 runs at once, whatever the cores
     python bench/learning.py --merge a.json b.json                   # one table (and PNG) from shards' --json
 
 Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared CPU
 recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
 maze-open.yaml, configs/keydoor.yaml, which also gives KeyDoor-v0's level, prompt window, warm start and
-learning rate). The budget is the same for every estimator: a number of updates (`--updates`, default 60), of env
+learning rate). The budget is the same for every estimator: a number of updates (`--updates`, default 24), of env
 steps (`--env-steps N`: each run stops once it has collected N turns, so an estimator whose episodes end sooner
 gets more updates) or of training seconds (`--wall-s S`); dynamic sampling is off (`drop_zero_variance:
 false`) so that every update consumes the same groups_per_batch x group_size episodes whatever the
@@ -51,13 +51,15 @@ draws every run's held-out curve; `--json` prints exactly
                                    "curve": [[[update, env steps, success], ...], ...],
                                    "train_success": [[batch success of update 1, ...], ...]}}},
      "updates": N, "seeds": S, "budget": {"updates": N, "env_steps": M or null, "wall_s": T or null},
-     "eval": {"temperature": T, "samples": N}}
+     "eval": {"temperature": T, "samples": N}, "commits": [COMMIT]}
 
 with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
-each in a process of its own (give each `--torch-threads` so that N x threads fits the cores). Shards of
+each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); left out, it is
+the cores this process may use over `--torch-threads` (default 1: one run per core trains fastest on CPU), so
+the bare command is the protocol the docs report: 24 updates, an evaluation every 2, every core busy. Shards of
 the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machines combine with `--merge`,
 which reads their JSON objects and prints the one table (bench/learning_report.py: the outcomes, JSON,
-table, PNG and merging).
+table, PNG and merging); `commits` names the code (`git describe --dirty`) and a merge lists every shard's.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ from bench.learning_report import (  # noqa: E402
 ENV_SECTIONS = {"Maze-v0": ROOT / "configs" / "envs" / "maze-open.yaml", "KeyDoor-v0": ROOT / "configs" / "keydoor.yaml"}
 ENV_KEYS = ("env", "env_kwargs", "max_turns", "keep_turns", "sft_steps", "sft_episodes", "sft_batch_episodes", "lr")
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
+DEFAULT_UPDATES = 24  #: the equal budget: KeyDoor-v0's recipe reaches 0.8 held-out within it, Maze-v0 within 20
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
                    "system_prompt", "micro_batch_tokens", "max_new_tokens", "strategy")
@@ -359,6 +362,12 @@ def _stop_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
         worker.join(timeout=30)
 
 
+def auto_jobs(torch_threads: int, runs: int) -> int:
+    """Runs at once when `--jobs` is left at 0: the cores this process may use, `torch_threads` to a run."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(runs, cores // torch_threads))
+
+
 def parse_sets(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
     try:
         return parse_overrides(items)
@@ -373,25 +382,27 @@ def main() -> None:
     parser.add_argument("--envs", default=",".join(ENV_SECTIONS))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed .. first-seed + seeds - 1")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at once, each in a process of its own")
+    parser.add_argument("--jobs", type=int, default=0, help="runs at once, each in a process of its own (default 0: "
+                        "as many as the cores this process may use hold --torch-threads each, at most the runs)")
     parser.add_argument("--runs-dir", default=None, help="keep every run's directory (metrics.jsonl, store) here "
                         "instead of a temporary directory")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="print the table (and PNG) of shards' --json "
                         "outputs instead of running")
-    parser.add_argument("--updates", type=int, default=None, help="updates per run: the equal budget (default 60; "
+    parser.add_argument("--updates", type=int, default=None, help="updates per run: the equal budget (default 24; "
                         "with --env-steps or --wall-s, a cap)")
     parser.add_argument("--env-steps", type=int, default=None, help="budget: every run stops once it has collected "
                         "this many env steps (turns)")
     parser.add_argument("--wall-s", type=float, default=None, help="budget: every run trains for this many seconds "
                         "(give each run the same cores: --jobs x --torch-threads <= cores)")
-    parser.add_argument("--eval-every", type=int, default=5, help="held-out evaluation every N updates")
+    parser.add_argument("--eval-every", type=int, default=2, help="held-out evaluation every N updates")
     parser.add_argument("--eval-tasks", type=int, default=64, help="held-out tasks per evaluation")
     parser.add_argument("--eval-temperature", type=float, default=0.0, help="held-out episodes sampled at this "
                         "temperature (0: greedy, the default; GiGPO's reference code validates at 0.4)")
     parser.add_argument("--eval-samples", type=int, default=1, help="episodes per held-out task (with "
                         "--eval-temperature > 0)")
     parser.add_argument("--time-limit", type=float, default=None, help="guard: seconds per run (reported if it cuts)")
-    parser.add_argument("--torch-threads", type=int, default=2)
+    parser.add_argument("--torch-threads", type=int, default=1, help="torch threads per run (one run per core "
+                        "trains fastest on CPU: measured on 2 cores)")
     parser.add_argument("--plot", default="learning.png", help="PNG with every run's held-out curve")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a run config key for every run (YAML value), e.g. --set group_size=4")
@@ -407,8 +418,8 @@ def main() -> None:
             plot(outcomes_of(data), Path(args.plot), describe_eval(data))
         finish(data, console, args)
         return
-    if args.jobs < 1 or args.seeds < 1:
-        parser.error("--jobs and --seeds must be >= 1")
+    if args.jobs < 0 or args.seeds < 1 or args.torch_threads < 1:
+        parser.error("--jobs must be >= 0 (0: one run per --torch-threads cores), --seeds and --torch-threads >= 1")
     args.overrides = parse_sets(parser, args.set)
     if args.wall_s is not None and args.time_limit is not None:
         parser.error("--wall-s is the runs' budget and --time-limit a guard on it: give one")
@@ -419,7 +430,7 @@ def main() -> None:
     if args.eval_samples > 1 and args.eval_temperature == 0:
         parser.error("--eval-samples > 1 needs --eval-temperature > 0 (e.g. 0.4): greedy episodes of one task repeat")
     if args.updates is None:
-        args.updates = UPDATE_CAP if (args.env_steps or args.wall_s) else 60
+        args.updates = UPDATE_CAP if (args.env_steps or args.wall_s) else DEFAULT_UPDATES
     if args.wall_s is not None:
         args.time_limit = args.wall_s
     args.eval_every = min(args.eval_every, args.updates)
@@ -442,6 +453,8 @@ def main() -> None:
     # seed-major: the estimators of one seed run side by side, so a benchmark cut short leaves whole pairs
     plan = [(env_id, name, seed) for env_id in envs for seed in range(args.first_seed, args.first_seed + args.seeds)
             for name in names]
+    if args.jobs == 0:
+        args.jobs = auto_jobs(args.torch_threads, len(plan))
     if args.runs_dir:
         Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
         outcomes = run_all(plan, args, Path(args.runs_dir), console)

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,18 @@ THRESHOLDS = (0.5, 0.8)
 COLLAPSE_DROP = 0.2
 BASELINE = "grpo"  #: the estimator the paired training-success column compares with
 GREEDY = {"temperature": 0.0, "samples": 1}  #: held-out evaluation of JSON objects that do not say
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkout_commit() -> str | None:
+    """The commit the benchmark ran from (`-dirty` with uncommitted changes), None outside a git checkout: a
+    shard's JSON says which code produced it, and a merge lists every commit its shards came from."""
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 @dataclass
@@ -89,6 +102,8 @@ def merge(paths: list[str]) -> dict[str, object]:
             raise SystemExit(f"{path}: budget {budget} per run, the other shards {merged['budget']}: "
                              "shards of one benchmark must share the budget")
         merged["updates"], merged["budget"] = data["updates"], budget
+        commits = merged.setdefault("commits", [])
+        commits.extend(c for c in data.get("commits", []) if c not in commits)  # type: ignore[union-attr]
         for env_id, per in data["envs"].items():
             for name, e in per.items():
                 into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
@@ -130,7 +145,8 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
         e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args),
-            "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples}}
+            "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples},
+            "commits": [c for c in [checkout_commit()] if c]}
 
 
 def describe_eval(data: dict[str, Any]) -> str:
@@ -214,6 +230,8 @@ def print_table(data: dict[str, object], console: Console) -> None:
                           f"{statistics.fmean(e['wall_s']):.0f}",
                           ", ".join(f"{k} {v}" for k, v in sorted(Counter(e["stopped_by"]).items())))
     console.print(table)
+    if data.get("commits"):
+        console.print(f"code: {', '.join(data['commits'])}")  # type: ignore[arg-type]
     console.print("start: held-out success of the warm start (update 0), mean over seeds; "
                   "updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
                   f"ahead/level/behind: seeds where the first update at 0.8 held-out came before, with or after "

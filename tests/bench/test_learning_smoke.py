@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +19,18 @@ def test_learning_bench_prints_its_json_shape_and_ends_each_run_at_its_env_step_
                            "--envs", "Maze-v0,KeyDoor-v0", "--env-steps", "1", "--seeds", "1", "--eval-tasks", "4",
                            "--plot", str(tmp_path / "curves.png"), "--set", "sft_steps=2", "--set", "sft_episodes=2",
                            "--set", "groups_per_batch=2", "--set", "group_size=4", "--set", "concurrency=8",
-                           "--eval-temperature", "0.4", "--eval-samples", "2", "--json"],
+                           "--eval-temperature", "0.4", "--eval-samples", "2", "--jobs", "1", "--json"],
                           capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(done.stdout)
     assert set(data["envs"]) == {"Maze-v0", "KeyDoor-v0"}
     assert data["budget"] == {"updates": 100_000, "env_steps": 1, "wall_s": None}
     assert data["eval"] == {"temperature": 0.4, "samples": 2}
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import checkout_commit
+
+    commit = checkout_commit()  # the shard names the code it ran (none outside a git checkout)
+    assert data["commits"] == ([commit] if commit else [])
     for per in data["envs"].values():
         assert set(per) == {"gigpo"}
         for e in per.values():
@@ -100,7 +106,7 @@ def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bi
                            "--jobs", "2", "--torch-threads", "1", "--eval-tasks", "2", "--plot", "",
                            "--runs-dir", str(tmp_path / "runs"), "--set", "sft_steps=2", "--set", "sft_episodes=2",
                            "--set", "groups_per_batch=2", "--set", "group_size=4", "--set", "concurrency=8",
-                           "--eval-temperature", "0.4", "--eval-samples", "2", "--json"],
+                           "--eval-temperature", "0.4", "--eval-samples", "2", "--jobs", "1", "--json"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 shared warm start(s) for 2 runs" in done.stderr
@@ -242,3 +248,27 @@ def test_shards_evaluated_differently_are_not_merged(tmp_path):
     assert merge([greedy, shard("b.json", {"temperature": 0.0, "samples": 1})])["eval"]["temperature"] == 0.0
     with pytest.raises(SystemExit, match="must evaluate alike"):
         merge([greedy, shard("c.json", {"temperature": 0.4, "samples": 4})])
+
+
+def test_merged_shards_list_the_commits_they_came_from(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import merge
+
+    paths = []
+    for name, commits in (("a", ["abc"]), ("b", ["abc"]), ("c", ["def-dirty"]), ("d", None)):
+        data = {"envs": {}, "updates": 4, "seeds": 1, "budget": {"updates": 4, "env_steps": None, "wall_s": None}}
+        if commits is not None:
+            data["commits"] = commits
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        paths.append(str(tmp_path / f"{name}.json"))
+    assert merge(paths)["commits"] == ["abc", "def-dirty"]
+
+
+def test_jobs_left_out_fill_the_cores_with_one_run_per_torch_threads():
+    sys.path.insert(0, str(ROOT))
+    from bench.learning import auto_jobs
+
+    cores = len(os.sched_getaffinity(0))
+    assert auto_jobs(1, 1000) == cores
+    assert auto_jobs(1, 1) == 1  # never more processes than runs
+    assert auto_jobs(cores + 1, 1000) == 1  # threads above the cores: still one run
