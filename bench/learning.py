@@ -51,13 +51,14 @@ draws every run's held-out curve; `--json` prints exactly
                                    "curve": [[[update, env steps, success], ...], ...],
                                    "train_success": [[batch success of update 1, ...], ...]}}},
      "updates": N, "seeds": S, "budget": {"updates": N, "env_steps": M or null, "wall_s": T or null},
-     "eval": {"temperature": T, "samples": N}, "commits": [COMMIT]}
+     "eval": {"temperature": T, "samples": N, "tasks": K, "every": U}, "commits": [COMMIT]}
 
 with one list entry per seed (null where a threshold was never reached). `--jobs N` runs N runs at once,
 each in a process of its own (give each `--torch-threads` so that N x threads fits the cores); left out, it is
 the cores this process may use over `--torch-threads` (default 1: one run per core trains fastest on CPU), so
 the bare command is the protocol the docs report: 24 updates, an evaluation every 2, every core busy. Shards of
-the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machines combine with `--merge`,
+the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machines combine with `--merge`
+(refused where budgets or held-out evaluations differ: temperature, samples, tasks, spacing),
 which reads their JSON objects and prints the one table (bench/learning_report.py: the outcomes, JSON,
 table, PNG and merging); `commits` names the code (`git describe --dirty`) and a merge lists every shard's.
 """

@@ -23,7 +23,9 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo", "gae", "gigpo", "spa", "oprl", "trace")
 THRESHOLDS = (0.5, 0.8)
 COLLAPSE_DROP = 0.2
 BASELINE = "grpo"  #: the estimator the paired training-success column compares with
-GREEDY = {"temperature": 0.0, "samples": 1}  #: held-out evaluation of JSON objects that do not say
+#: held-out evaluation of JSON objects that do not say (their task count and spacing are unknown, so a merge
+#: compares them on the keys they have)
+GREEDY = {"temperature": 0.0, "samples": 1}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -93,11 +95,12 @@ def merge(paths: list[str]) -> dict[str, object]:
         except (OSError, ValueError, KeyError, AttributeError) as exc:
             raise SystemExit(f"{path}: not a --json output of this benchmark ({exc!r}); give the files that "
                              "`python bench/learning.py ... --json > FILE` wrote") from None
-        mode = data.get("eval") or GREEDY
-        if merged.get("eval") not in (None, mode):
-            raise SystemExit(f"{path}: held-out evaluation {mode}, the other shards {merged['eval']}: "
+        mode = {**GREEDY, **(data.get("eval") or {})}
+        known = merged.get("eval") or {}
+        if any(known[k] != mode[k] for k in known.keys() & mode.keys()):  # type: ignore[attr-defined]
+            raise SystemExit(f"{path}: held-out evaluation {mode}, the other shards {known}: "
                              "shards of one benchmark must evaluate alike")
-        merged["eval"] = mode
+        merged["eval"] = {**known, **mode}  # type: ignore[dict-item]
         if merged.get("budget") not in (None, budget):
             raise SystemExit(f"{path}: budget {budget} per run, the other shards {merged['budget']}: "
                              "shards of one benchmark must share the budget")
@@ -145,16 +148,19 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
         e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args),
-            "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples},
+            "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples,
+                     "tasks": args.eval_tasks, "every": args.eval_every},
             "commits": [c for c in [checkout_commit()] if c]}
 
 
 def describe_eval(data: dict[str, Any]) -> str:
-    """How held-out success was measured: 'greedy' or 'N sampled per task at T'."""
-    mode = data.get("eval") or GREEDY
-    if not mode["temperature"]:
-        return "greedy"
-    return f"{mode['samples']} sampled per task at T={mode['temperature']:g}"
+    """How held-out success was measured: 'greedy' or 'N sampled per task at T', and on how many tasks how
+    often where the JSON says."""
+    mode = {**GREEDY, **(data.get("eval") or {})}
+    how = "greedy" if not mode["temperature"] else f"{mode['samples']} sampled per task at T={mode['temperature']:g}"
+    where = [f"{mode['tasks']} tasks" if "tasks" in mode else "", f"every {mode['every']} updates" if "every" in mode
+             else ""]
+    return ", ".join([how, *filter(None, where)])
 
 
 def budget_of(args: argparse.Namespace) -> dict[str, float | None]:

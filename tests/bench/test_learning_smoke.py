@@ -25,7 +25,7 @@ def test_learning_bench_prints_its_json_shape_and_ends_each_run_at_its_env_step_
     data = json.loads(done.stdout)
     assert set(data["envs"]) == {"Maze-v0", "KeyDoor-v0"}
     assert data["budget"] == {"updates": 100_000, "env_steps": 1, "wall_s": None}
-    assert data["eval"] == {"temperature": 0.4, "samples": 2}
+    assert data["eval"] == {"temperature": 0.4, "samples": 2, "tasks": 4, "every": 2}
     sys.path.insert(0, str(ROOT))
     from bench.learning_report import checkout_commit
 
@@ -248,6 +248,11 @@ def test_shards_evaluated_differently_are_not_merged(tmp_path):
     assert merge([greedy, shard("b.json", {"temperature": 0.0, "samples": 1})])["eval"]["temperature"] == 0.0
     with pytest.raises(SystemExit, match="must evaluate alike"):
         merge([greedy, shard("c.json", {"temperature": 0.4, "samples": 4})])
+    new = {"temperature": 0.0, "samples": 1, "tasks": 64, "every": 2}  # a shard that says how many tasks, how often
+    assert merge([greedy, shard("d.json", new)])["eval"] == new  # an older shard is compared on what it says
+    for other in ({**new, "tasks": 128}, {**new, "every": 5}):
+        with pytest.raises(SystemExit, match="must evaluate alike"):
+            merge([shard("d.json", new), shard("e.json", other)])
 
 
 def test_merged_shards_list_the_commits_they_came_from(tmp_path):
