@@ -158,13 +158,20 @@ def test_closing_a_frozen_sandbox_leaves_none_of_its_processes(sandbox: Sandbox,
     monkeypatch.setattr(sandbox_module, "EXEC_GRACE_S", 1.0)
     tag = str(random.randrange(100_000, 999_999))  # a sleep no other test (or xdist worker) starts
     sandbox.exec(f"sleep {tag} > /dev/null 2>&1 &")
-    assert _sleeping(tag), "the background sleep did not start"
+    assert _within(10, lambda: _sleeping(tag)), "the background sleep did not start"
     sandbox.exec("kill -STOP $PPID; sleep 1", timeout=1)
     sandbox.close()
-    deadline = time.monotonic() + 10
-    while _sleeping(tag) and time.monotonic() < deadline:
+    assert _within(10, lambda: not _sleeping(tag)), "a process of the closed sandbox is still running"
+
+
+def _within(seconds: float, check) -> bool:
+    """Whether `check()` holds within `seconds` (polled every 0.1 s): a fork execs, a kill lands, not at once."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.1)
-    assert not _sleeping(tag), "a process of the closed sandbox is still running"
+    return True
 
 
 def _sleeping(tag: str) -> bool:
