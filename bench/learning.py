@@ -91,6 +91,7 @@ from bench.learning_report import (  # noqa: E402
     ESTIMATORS,
     RunOutcome,
     as_json,
+    checkout_commit,
     describe_eval,
     finish,
     merge,
@@ -456,6 +457,7 @@ def main() -> None:
             for name in names]
     if args.jobs == 0:
         args.jobs = auto_jobs(args.torch_threads, len(plan))
+    args.commit = checkout_commit()  # the code as the runs start (a checkout edited meanwhile is not what ran)
     if args.runs_dir:
         Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
         outcomes = run_all(plan, args, Path(args.runs_dir), console)

@@ -150,7 +150,7 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args),
             "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples,
                      "tasks": args.eval_tasks, "every": args.eval_every},
-            "commits": [c for c in [checkout_commit()] if c]}
+            "commits": [c for c in [getattr(args, "commit", None)] if c]}
 
 
 def describe_eval(data: dict[str, Any]) -> str:
