@@ -34,6 +34,7 @@ gate's), `oprl_rank_pairs` and `oprl_step_weight` (alpha * w).
 `step_clip` (default None: off) bounds each turn's normalised step part to [-step_clip, step_clip] before the
 weight: a learned PRM's step rewards are heavy-tailed (KeyDoor-v0, seed 1: 2.5% of turns beyond 3 standard
 deviations, the largest at 8-10), so at a weight of 0.3 one turn's step part can outweigh its outcome comparison.
+Measured: clipping at 3 did not stop seed 1's fall (docs/credit.md), so it stays off.
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
