@@ -34,7 +34,9 @@ gate's), `oprl_rank_pairs` and `oprl_step_weight` (alpha * w).
 `step_clip` (default None: off) bounds each turn's normalised step part to [-step_clip, step_clip] before the
 weight: a learned PRM's step rewards are heavy-tailed (KeyDoor-v0, seed 1: 2.5% of turns beyond 3 standard
 deviations, the largest at 8-10), so at a weight of 0.3 one turn's step part can outweigh its outcome comparison.
-Measured: clipping at 3 did not stop seed 1's fall (docs/credit.md), so it stays off.
+Measured: clipping at 3 did not stop seed 1's fall (docs/credit.md), so it stays off. `step_center="episode"`
+(default "none") subtracts each episode's mean step part from its turns, so the step part only moves credit
+between an episode's turns and the outcome comparison is the episode part's alone (under trial, docs/credit.md).
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """
@@ -144,7 +146,7 @@ def step_weight(acc: float, episodes: int, gate_z: float) -> float:
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
          singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR,
          step_gate: Literal["rank", "none"] = "rank", gate_z: float = 1.645,
-         step_clip: float | None = None) -> CreditResult:
+         step_clip: float | None = None, step_center: Literal["none", "episode"] = "none") -> CreditResult:
     """OPRL advantages.
 
     Inputs: outcomes R [E], `step_rewards` r [T]. Output: advantages [T], episode_part A_E [T],
@@ -159,6 +161,7 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     validate.number("oprl", "gate_z", gate_z, low=0.0)
     if step_clip is not None:
         validate.number("oprl", "step_clip", step_clip, low=0.0, low_open=True)
+    validate.choice("oprl", "step_center", step_center, ("none", "episode"))
     r = batch.per_turn(step_rewards, name="step_rewards", estimator="oprl", fix=STEP_REWARDS_FIX)
     a_e = np.repeat(outcome_advantages(batch, norm="std", eps=eps, singleton=singleton), batch.lengths)
     g_turn = batch.group_of_turn
@@ -167,6 +170,9 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     a_s = floored.normalise(r, g_turn, "std", eps)
     if step_clip is not None:  # a heavy tail: a few turns' step parts reach 8-10 standard deviations
         a_s = np.clip(a_s, -step_clip, step_clip)
+    if step_center == "episode":  # the step part moves credit between an episode's turns; A_E holds the outcome
+        ep = batch.episode_of_turn
+        a_s = a_s - (np.bincount(ep, weights=a_s, minlength=batch.n_episodes) / np.maximum(batch.lengths, 1))[ep]
     acc, acc_turn, pairs, episodes = ranking_accuracy(batch, r)
     weight = alpha * (step_weight(acc_turn, episodes, gate_z) if step_gate == "rank" else 1.0)
     return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,

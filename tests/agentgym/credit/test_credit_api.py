@@ -341,6 +341,26 @@ def test_oprl_step_clip_bounds_the_step_part_of_a_heavy_tailed_prm():
         compute_credit("oprl", batch, step_rewards=knows, step_clip=0)
 
 
+def test_oprl_step_center_leaves_each_episodes_total_to_the_episode_part():
+    rng = np.random.default_rng(3)
+    batch = _maze_like_batch(rng)
+    knows = [(0.05 * (2 * e.total_reward - 1) + rng.normal(0.0, 0.01, len(e.turns))).tolist() for e in batch]
+    free = compute_credit("oprl", batch, step_rewards=knows)
+    res = compute_credit("oprl", batch, step_rewards=knows, step_center="episode")
+    start = 0
+    for e in batch:
+        n = len(e.turns)
+        assert abs(res.step_part[start:start + n].mean()) < 1e-9  # no net credit from the PRM per episode
+        assert np.allclose(res.step_part[start:start + n], free.step_part[start:start + n]
+                           - free.step_part[start:start + n].mean())
+        start += n
+    assert np.allclose(res.advantages, res.episode_part + res.scalars["oprl_step_weight"] * res.step_part)
+    from agentgym.credit.errors import CreditParamError
+
+    with pytest.raises(CreditParamError, match="step_center"):
+        compute_credit("oprl", batch, step_rewards=knows, step_center="group")
+
+
 def test_oprl_step_std_floor_is_validated():
     group = [Episode(group_id="g", total_reward=r, turns=[Turn(index=0)]) for r in (1.0, 0.0)]
     from agentgym.credit.errors import CreditParamError
