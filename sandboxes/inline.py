@@ -58,6 +58,7 @@ from agentgym.sandboxes.channel import (
 from agentgym.sandboxes.errors import BackendUnavailable
 from agentgym.sandboxes.limits import Limits
 from agentgym.sandboxes.privileges import Privileges
+from agentgym.sandboxes.procfs import stat_fields
 from agentgym.sandboxes.sandbox import Sandbox, agent_config
 
 #: Where the slots' workspaces are (each a tmpfs the engine mounts; a plain directory outside a family image).
@@ -345,12 +346,8 @@ def reap_orphans(interval_s: float = 0.5) -> None:
             for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
                 if pid in CHILDREN or pid == os.getpid():
                     continue
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if fields[0] == "Z" and int(fields[1]) == os.getpid():
+                fields = stat_fields(pid)
+                if fields is not None and fields[0] == "Z" and int(fields[1]) == os.getpid():
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(pid, os.WNOHANG)
 

@@ -24,6 +24,7 @@ import uuid
 from agentgym.sandboxes.channel import Channel, agent_command, popen_pipes, process_death_report
 from agentgym.sandboxes.errors import BackendUnavailable
 from agentgym.sandboxes.limits import Limits
+from agentgym.sandboxes.procfs import children
 from agentgym.sandboxes.sandbox import Sandbox, agent_config
 
 NOBODY = 65534
@@ -77,20 +78,6 @@ def unavailable_reason() -> str | None:
     if proc.returncode != 0:
         return f"bwrap failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()}; {INSTALL_HINT}"
     return None
-
-
-def children(pid: int) -> list[int]:
-    """The pids whose parent is `pid` (from /proc/*/stat; a process gone meanwhile is skipped)."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            found.append(int(entry))
-    return found
 
 
 class LocalHandle:

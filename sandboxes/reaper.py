@@ -23,6 +23,8 @@ import time
 from functools import cache
 from typing import Any
 
+from agentgym.sandboxes.procfs import stat_fields
+
 log = logging.getLogger("sandboxes")
 
 LABEL = "agentgym.sandbox"
@@ -42,11 +44,8 @@ def boot_id() -> str:
 
 def process_start(pid: int) -> str | None:
     """The start time of `pid` in clock ticks since boot, or None when it is not running."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def owner_labels(pid: int | None = None) -> dict[str, str]:

@@ -176,15 +176,16 @@ def _within(seconds: float, check) -> bool:
 
 def _sleeping(tag: str) -> bool:
     """True while a live (not zombie) `sleep TAG` runs anywhere on the host (sandboxes share its kernel)."""
+    from agentgym.sandboxes.procfs import stat_fields
+
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        except OSError:
             continue
-        if argv[:2] == [b"sleep", tag.encode()] and state != "Z":
+        fields = stat_fields(pid)
+        if argv[:2] == [b"sleep", tag.encode()] and fields is not None and fields[0] != "Z":
             return True
     return False
 
