@@ -172,7 +172,7 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
         a_s = np.clip(a_s, -step_clip, step_clip)
     if step_center == "episode":  # the step part moves credit between an episode's turns; A_E holds the outcome
         ep = batch.episode_of_turn
-        a_s = a_s - (np.bincount(ep, weights=a_s, minlength=batch.n_episodes) / np.maximum(batch.lengths, 1))[ep]
+        a_s = segment_stats(a_s, ep, batch.n_episodes).center(a_s, ep)
     acc, acc_turn, pairs, episodes = ranking_accuracy(batch, r)
     weight = alpha * (step_weight(acc_turn, episodes, gate_z) if step_gate == "rank" else 1.0)
     return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
