@@ -157,10 +157,12 @@ def describe_eval(data: dict[str, Any]) -> str:
     """How held-out success was measured: 'greedy' or 'N sampled per task at T', and on how many tasks how
     often where the JSON says."""
     mode = {**GREEDY, **(data.get("eval") or {})}
-    how = "greedy" if not mode["temperature"] else f"{mode['samples']} sampled per task at T={mode['temperature']:g}"
-    where = [f"{mode['tasks']} tasks" if "tasks" in mode else "", f"every {mode['every']} updates" if "every" in mode
-             else ""]
-    return ", ".join([how, *filter(None, where)])
+    parts = ["greedy" if not mode["temperature"] else f"{mode['samples']} sampled per task at T={mode['temperature']:g}"]
+    if "tasks" in mode:
+        parts.append(f"{mode['tasks']} tasks")
+    if "every" in mode:
+        parts.append(f"every {mode['every']} updates")
+    return ", ".join(parts)
 
 
 def budget_of(args: argparse.Namespace) -> dict[str, float | None]:

@@ -19,13 +19,9 @@ def tiny():
     return load_model(tiny_model_dir())
 
 
-def _collect(model, tokenizer, window: ContextWindow | None, budget: int | None = None):
-    return collect_maze(model, tokenizer, window, budget=budget)
-
-
 def test_a_window_keeps_task_and_last_turns_and_counts_every_cut(tiny):
     model, tokenizer = tiny
-    episodes = _collect(model, tokenizer, ContextWindow(keep_turns=1))
+    episodes = collect_maze(model, tokenizer, ContextWindow(keep_turns=1))
     long = [e for e in episodes if e.num_turns >= 4]
     assert long, "the tiny random model should wander for several turns"
     for ep in long:
@@ -43,7 +39,7 @@ def test_a_window_keeps_task_and_last_turns_and_counts_every_cut(tiny):
 
 def test_training_on_windowed_episodes_reads_exactly_the_stored_tokens(tiny):
     model, tokenizer = tiny
-    episodes = [e for e in _collect(model, tokenizer, ContextWindow(keep_turns=1)) if e.num_turns >= 4]
+    episodes = [e for e in collect_maze(model, tokenizer, ContextWindow(keep_turns=1)) if e.num_turns >= 4]
     samples = [episode_to_sample(e, [1.0] * e.num_turns) for e in episodes]
     assert all(s.segment_starts for s in samples)
     batch = pack(samples)
@@ -71,7 +67,7 @@ def test_training_on_windowed_episodes_reads_exactly_the_stored_tokens(tiny):
 
 def test_positions_restart_per_segment_and_padding_refuses_windowed_episodes(tiny):
     model, tokenizer = tiny
-    [ep, *_] = [e for e in _collect(model, tokenizer, ContextWindow(keep_turns=1)) if e.num_turns >= 4]
+    [ep, *_] = [e for e in collect_maze(model, tokenizer, ContextWindow(keep_turns=1)) if e.num_turns >= 4]
     sample = episode_to_sample(ep, [0.0] * ep.num_turns)
     pos = positions(sample)
     assert all(int(pos[s]) == 0 for s in sample.segment_starts) and int(pos[0]) == 0
@@ -81,12 +77,12 @@ def test_positions_restart_per_segment_and_padding_refuses_windowed_episodes(tin
 
 def test_token_budget_and_prompt_budget(tiny):
     model, tokenizer = tiny
-    for ep in _collect(model, tokenizer, None, budget=6):
+    for ep in collect_maze(model, tokenizer, None, budget=6):
         assert ep.num_action_tokens <= 6
         if ep.status == "truncated" and ep.num_action_tokens == 6:
             assert "episode token budget" in ep.error
     budget = 400  # the system prompt with the tool schema and the task take ~330 tokens: a few turns fit
-    windowed = _collect(model, tokenizer, ContextWindow(max_prompt_tokens=budget))
+    windowed = collect_maze(model, tokenizer, ContextWindow(max_prompt_tokens=budget))
     assert any(t.info.get("context") for ep in windowed for t in ep.turns)
     for ep in windowed:
         context = len(ep.turns[0].prompt_ids) + len(ep.turns[0].action_ids)
