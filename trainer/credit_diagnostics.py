@@ -28,8 +28,11 @@ Logged under `credit/` in metrics.jsonl, TensorBoard and the store (the viewer's
                                              (a token share far above the episode share: long failures dominate)
     oprl_rank_acc, oprl_rank_pairs           oprl: the share of the batch's outcome pairs whose step rewards, summed
                                              per episode, rank them as the outcomes do (0.5: the PRM knows nothing)
-    oprl_rank_acc_per_turn, oprl_step_weight oprl: the same ranking by the mean step reward per turn, and the
-                                             weight (alpha * w) it gave the step part
+    oprl_rank_acc_per_turn                   oprl: the same ranking by the mean step reward per turn (the rank gate's)
+    oprl_state_acc, oprl_state_pairs         oprl: the share of same-state turn pairs (different actions, different
+                                             outcomes) whose step rewards rank them as the outcomes do (the state gate's)
+    oprl_gate_state, oprl_step_weight        oprl: 1 where the state gate decided (0: the rank gate), and the weight
+                                             (alpha * w) it gave the step part
 """
 
 from __future__ import annotations

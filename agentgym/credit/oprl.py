@@ -14,8 +14,21 @@ nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself),
 outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
 by more than the floor is normalised as before (docs/credit.md).
 
-The step part is added with a weight that says how much the step rewards know (`step_gate="rank"`, the
-default; `"none"` adds it with alpha as reconstructed):
+The step part is added with a weight that says how much the step rewards know about *turns*
+(`step_gate="state"`, the default where the batch has state fingerprints; `"auto"` picks it there and
+`"rank"` below where none has one; `"none"` adds the step part with alpha as reconstructed):
+
+    acc  = share of the batch's *same-state* turn pairs -- two turns taken in one environment state (same group,
+           same `state_fingerprint`) with different actions, by episodes with different outcomes -- whose step
+           rewards rank them as the outcomes do (ties half): read before the PRM trains on the batch
+    lcb  = acc - gate_z * 0.5 / sqrt(n)          n: the distinct episodes in those pairs
+    w    = clip(2 * lcb - 1, 0, 1)               A = A_E + alpha * w * A_S
+
+This asks of the step rewards what the step part is used for: at one state, is the action of the episode that
+went on to succeed the one rewarded? The rank gate below asked a weaker question, whether the step rewards rank
+whole episodes, and on KeyDoor-v0 it opened (w near 0.3) on a PRM that ranked 70-80% of outcome pairs by mean
+step reward while its per-turn signal was uncorrelated with the outcome comparison turn by turn: OPRL then fell
+in 2 of 3 seeds (docs/credit.md). `step_gate="rank"`:
 
     acc  = share of the batch's outcome pairs (R_i > R_j in one group) whose *mean* step reward per turn
            ranks them the same way (ties half): read before the PRM trains on the batch, so on unseen data
@@ -29,7 +42,8 @@ from the PRM, docs/credit.md) ranks outcomes by length through the sum while say
 turn mattered, and a gate on the sum opened exactly then (Maze-v0: it let through step parts that
 favoured the rare tokens the policy had learned to avoid, and 2 of 3 seeds collapsed). The scalars report
 `oprl_rank_acc` (the sum's ranking, what the PRM's DPO loss optimises), `oprl_rank_acc_per_turn` (the
-gate's), `oprl_rank_pairs` and `oprl_step_weight` (alpha * w).
+rank gate's), `oprl_rank_pairs`, `oprl_state_acc` and `oprl_state_pairs` (the state gate's, 0.5 and 0 without
+pairs), `oprl_gate_state` (1 where the state gate decided) and `oprl_step_weight` (alpha * w).
 
 `step_clip` (default None: off) bounds each turn's normalised step part to [-step_clip, step_clip] before the
 weight: a learned PRM's step rewards are heavy-tailed (KeyDoor-v0, seed 1: 2.5% of turns beyond 3 standard
@@ -51,6 +65,7 @@ import numpy as np
 from agentgym.credit import validate
 from agentgym.credit.baselines import outcome_advantages
 from agentgym.credit.batch import PerTurn, TurnBatch
+from agentgym.credit.gigpo import exact_clusters
 from agentgym.credit.registry import register_estimator
 from agentgym.credit.result import CreditResult
 from agentgym.credit.stats import EPS, segment_stats
@@ -133,6 +148,37 @@ def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float,
     return float(acc_sum), float(acc_turn), pairs, episodes
 
 
+def state_ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float, int, int]:
+    """How well `step_rewards` [T] rank the actions taken in one state: over every pair of turns in one anchor
+    cluster (same group, same state fingerprint; turns without one are their own cluster) whose actions differ
+    (`action_text`, stripped) and whose episodes' outcomes differ, the share ordered as the outcomes are (ties
+    half; 0.5 without pairs). Returns (accuracy, pairs, distinct episodes in them)."""
+    cluster, n_clusters = exact_clusters(batch, missing="singleton")
+    sizes = np.bincount(cluster, minlength=n_clusters)
+    shared = np.flatnonzero(sizes[cluster] > 1)
+    if len(shared) == 0:
+        return 0.5, 0, 0
+    ep = batch.episode_of_turn[shared]
+    outcome = batch.outcome[ep]
+    texts = [batch.episodes[int(e)].turns[int(p)].action_text.strip()
+             for e, p in zip(ep, batch.position[shared], strict=True)]
+    action = np.unique(np.asarray(texts, dtype=object), return_inverse=True)[1]
+    order = np.argsort(cluster[shared], kind="stable")
+    bounds = np.flatnonzero(np.diff(cluster[shared][order])) + 1
+    hits, pairs, seen = 0.0, 0, np.zeros(batch.n_episodes, dtype=bool)
+    for members in np.split(order, bounds):
+        better = (outcome[members][:, None] > outcome[members][None, :]) & \
+                 (action[members][:, None] != action[members][None, :])
+        if not better.any():
+            continue
+        r = step_rewards[shared[members]]
+        dr = (r[:, None] - r[None, :])[better]
+        hits += float((dr > 0).sum() + 0.5 * (dr == 0).sum())
+        pairs += int(better.sum())
+        seen[ep[members][better.any(axis=0) | better.any(axis=1)]] = True
+    return (hits / pairs if pairs else 0.5), pairs, int(seen.sum())
+
+
 def step_weight(acc: float, episodes: int, gate_z: float) -> float:
     """w = clip(2 * lcb - 1, 0, 1), lcb = acc - gate_z * 0.5 / sqrt(episodes): 0 without pairs."""
     if episodes == 0:
@@ -145,7 +191,7 @@ def step_weight(acc: float, episodes: int, gate_z: float) -> float:
                     "implicit PRM step reward", needs=("step_rewards: implicit PRM reward r_t per turn",))
 def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float = 1.0, eps: float = EPS,
          singleton: Literal["zero", "raw"] = "zero", step_std_floor: float = STEP_STD_FLOOR,
-         step_gate: Literal["rank", "none"] = "rank", gate_z: float = 1.645,
+         step_gate: Literal["auto", "state", "rank", "none"] = "auto", gate_z: float = 1.645,
          step_clip: float | None = None, step_center: Literal["none", "episode"] = "none") -> CreditResult:
     """OPRL advantages.
 
@@ -157,7 +203,7 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
     validate.number("oprl", "eps", eps, low=0.0)
     validate.choice("oprl", "singleton", singleton, ("zero", "raw"))
     validate.number("oprl", "step_std_floor", step_std_floor, low=0.0)
-    validate.choice("oprl", "step_gate", step_gate, ("rank", "none"))
+    validate.choice("oprl", "step_gate", step_gate, ("auto", "state", "rank", "none"))
     validate.number("oprl", "gate_z", gate_z, low=0.0)
     if step_clip is not None:
         validate.number("oprl", "step_clip", step_clip, low=0.0, low_open=True)
@@ -174,7 +220,13 @@ def oprl(batch: TurnBatch, *, step_rewards: PerTurn | None = None, alpha: float 
         ep = batch.episode_of_turn
         a_s = segment_stats(a_s, ep, batch.n_episodes).center(a_s, ep)
     acc, acc_turn, pairs, episodes = ranking_accuracy(batch, r)
-    weight = alpha * (step_weight(acc_turn, episodes, gate_z) if step_gate == "rank" else 1.0)
+    state_acc, state_pairs, state_episodes = state_ranking_accuracy(batch, r)
+    if step_gate == "auto":
+        step_gate = "state" if (batch.fingerprint >= 0).any() else "rank"
+    evidence = (state_acc, state_episodes) if step_gate == "state" else (acc_turn, episodes)
+    weight = alpha * (1.0 if step_gate == "none" else step_weight(*evidence, gate_z))
     return CreditResult("oprl", batch, a_e + weight * a_s, episode_part=a_e, step_part=a_s, turn_rewards=r,
                         scalars={"oprl_rank_acc": acc, "oprl_rank_acc_per_turn": acc_turn,
-                                 "oprl_rank_pairs": float(pairs), "oprl_step_weight": weight})
+                                 "oprl_rank_pairs": float(pairs), "oprl_state_acc": state_acc,
+                                 "oprl_state_pairs": float(state_pairs),
+                                 "oprl_gate_state": float(step_gate == "state"), "oprl_step_weight": weight})

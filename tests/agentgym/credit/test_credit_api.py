@@ -273,6 +273,7 @@ def test_oprl_reports_how_well_its_step_rewards_rank_the_outcomes():
     right = [[0.3, 0.1], [0.2, 0.1], [-0.1, 0.0], [0.0, -0.2]]  # sums 0.4, 0.3 > -0.1, -0.2: all 4 pairs
     res = compute_credit("oprl", group, step_rewards=right, alpha=0.5, step_gate="none")
     assert res.scalars == {"oprl_rank_acc": 1.0, "oprl_rank_acc_per_turn": 1.0, "oprl_rank_pairs": 4.0,
+                           "oprl_state_acc": 0.5, "oprl_state_pairs": 0.0, "oprl_gate_state": 0.0,
                            "oprl_step_weight": 0.5}
     assert np.allclose(res.advantages, res.episode_part + 0.5 * res.step_part)
     chance = [[0.3, 0.1], [-0.1, -0.2], [0.2, 0.1], [0.0, -0.2]]  # winners 0.4, -0.3; losers 0.3, -0.2: 2 of 4
@@ -286,7 +287,8 @@ def test_oprl_reports_how_well_its_step_rewards_rank_the_outcomes():
     assert res.scalars["oprl_rank_pairs"] == 6.0 and res.scalars["oprl_rank_acc"] == pytest.approx(5 / 6)
     same = [Episode(group_id="s", total_reward=1.0, turns=[Turn(index=0)]) for _ in range(2)]
     assert compute_credit("oprl", same, step_rewards=[[0.1], [0.2]]).scalars == {
-        "oprl_rank_acc": 0.5, "oprl_rank_acc_per_turn": 0.5, "oprl_rank_pairs": 0.0, "oprl_step_weight": 0.0}
+        "oprl_rank_acc": 0.5, "oprl_rank_acc_per_turn": 0.5, "oprl_rank_pairs": 0.0, "oprl_state_acc": 0.5,
+        "oprl_state_pairs": 0.0, "oprl_gate_state": 0.0, "oprl_step_weight": 0.0}
 
 
 def _maze_like_batch(rng: np.random.Generator, groups: int = 8) -> list[Episode]:
@@ -319,6 +321,55 @@ def test_oprl_adds_the_step_part_only_as_far_as_it_ranks_unseen_outcomes_per_tur
     assert np.allclose(res.advantages, res.episode_part + res.scalars["oprl_step_weight"] * res.step_part)
     few = compute_credit("oprl", batch[:8], step_rewards=knows[:8])  # one group: 8 episodes are weak evidence
     assert few.scalars["oprl_step_weight"] == pytest.approx(max(0.0, 1.0 - 1.645 / np.sqrt(8)))
+
+
+def _keydoor_like_batch(groups: int = 8) -> list[Episode]:
+    """Groups of 8 through states a -> b -> c: at `b` the 3 successes take "left" and the 5 failures "right";
+    at `a` everyone takes "go" (one action: nothing to rank); successes end at `c`, failures wander 6 unshared
+    states of their own."""
+    def episode(g: int, k: int, success: bool) -> Episode:
+        steps = [("a", "go"), ("b", "left" if success else "right")]
+        steps += [("c", "open")] if success else [(f"g{g}x{k}s{i}", "right") for i in range(6)]
+        return Episode(group_id=f"g{g}", total_reward=float(success),
+                       turns=[Turn(index=i, state_fingerprint=fp, action_text=a) for i, (fp, a) in enumerate(steps)])
+
+    return [episode(g, k, k < 3) for g in range(groups) for k in range(8)]
+
+
+def test_oprl_state_gate_asks_whether_the_step_rewards_rank_actions_taken_in_one_state():
+    """The default gate (state fingerprints present): the step part is added as far as, at one state, the action
+    of the episode that went on to succeed gets the higher step reward; turns of one action are not compared.
+    Step rewards that rank whole episodes by their mean per turn (which opened the rank gate on KeyDoor-v0) but
+    say nothing at the shared state leave it shut."""
+    rng = np.random.default_rng(4)
+    batch = _keydoor_like_batch()
+    at_b = [[rng.normal(0.0, 0.01) + (0.1 if t.action_text == "left" else -0.1 if t.action_text == "right"
+             and t.state_fingerprint == "b" else 0.0) for t in e.turns] for e in batch]
+    res = compute_credit("oprl", batch, step_rewards=at_b)
+    assert res.scalars["oprl_gate_state"] == 1.0 and res.scalars["oprl_state_acc"] == 1.0
+    assert res.scalars["oprl_state_pairs"] == 8 * 3 * 5  # at b only: at a the actions are equal
+    assert res.scalars["oprl_step_weight"] == pytest.approx(1.0 - 1.645 / np.sqrt(64))
+    assert np.allclose(res.advantages, res.episode_part + res.scalars["oprl_step_weight"] * res.step_part)
+
+    # the successes' own turns rewarded, the shared state b at chance: ranks episodes, not actions
+    episodes_only = [[(0.1 if e.total_reward and t.state_fingerprint == "c" else 0.0) + rng.normal(0.0, 0.01)
+                      for t in e.turns] for e in batch]
+    for name, gate in (("rank", "rank"), ("state", "auto")):
+        res = compute_credit("oprl", batch, step_rewards=episodes_only, step_gate=gate)
+        assert res.scalars["oprl_gate_state"] == float(name == "state")
+        if name == "rank":
+            assert res.scalars["oprl_rank_acc_per_turn"] == 1.0 and res.scalars["oprl_step_weight"] > 0.7
+        else:
+            assert 0.3 < res.scalars["oprl_state_acc"] < 0.7 and res.scalars["oprl_step_weight"] == 0.0
+            assert np.array_equal(res.advantages, res.episode_part)
+
+    # without any fingerprint: auto falls back to the rank gate, "state" finds no pairs and adds nothing
+    bare = [Episode(group_id=e.group_id, total_reward=e.total_reward,
+                    turns=[Turn(index=t.index, action_text=t.action_text) for t in e.turns]) for e in batch]
+    auto = compute_credit("oprl", bare, step_rewards=episodes_only)
+    assert auto.scalars["oprl_gate_state"] == 0.0 and auto.scalars["oprl_step_weight"] > 0.7
+    state = compute_credit("oprl", bare, step_rewards=episodes_only, step_gate="state")
+    assert state.scalars["oprl_state_pairs"] == 0.0 and state.scalars["oprl_step_weight"] == 0.0
 
 
 def test_oprl_step_clip_bounds_the_step_part_of_a_heavy_tailed_prm():
