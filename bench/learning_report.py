@@ -88,6 +88,7 @@ def interval95(values: list[float]) -> tuple[float, float]:
 def merge(paths: list[str]) -> dict[str, object]:
     """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
     merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
+    sources: dict[tuple[str, str, int], str] = {}  # (env, estimator, seed) -> the shard that holds the run
     for path in paths:
         try:
             data = json.loads(Path(path).read_text())
@@ -110,6 +111,13 @@ def merge(paths: list[str]) -> dict[str, object]:
         for env_id, per in data["envs"].items():
             for name, e in per.items():
                 into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
+                for seed in e.get("seed", []):
+                    if (env_id, name, seed) in sources:
+                        raise SystemExit(
+                            f"{path}: seed {seed} of {name} on {env_id} is also in {sources[env_id, name, seed]}: a "
+                            "benchmark has one run per seed; move the run that was superseded out of the shards "
+                            "you merge (bench/results/superseded/ keeps such runs)")
+                    sources[env_id, name, seed] = path
                 for key, values in e.items():
                     into.setdefault(key, []).extend(values)
     merged["seeds"] = max((len(e["final_success"]) for per in merged["envs"].values()  # type: ignore[union-attr]

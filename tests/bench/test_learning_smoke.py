@@ -269,6 +269,25 @@ def test_merged_shards_list_the_commits_they_came_from(tmp_path):
     assert merge(paths)["commits"] == ["abc", "def-dirty"]
 
 
+def test_a_seed_run_twice_is_not_merged_twice(tmp_path):
+    """Races and paired gaps pair estimators by seed: two runs of one seed (a rerun after a fix, kept beside the
+    old shard) must not both count; the merge names both files and says what to do."""
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import merge
+
+    def shard(name: str, per: dict[str, list[int]]) -> str:
+        envs = {"KeyDoor-v0": {est: {"seed": seeds, "final_success": [0.5] * len(seeds)} for est, seeds in per.items()}}
+        data = {"envs": envs, "updates": 4, "seeds": 1, "budget": {"updates": 4, "env_steps": None, "wall_s": None}}
+        (tmp_path / name).write_text(json.dumps(data))
+        return str(tmp_path / name)
+
+    old = shard("old.json", {"grpo": [0, 1], "oprl": [0, 1]})
+    merged = merge([old, shard("more.json", {"grpo": [2], "oprl": [2]}), shard("other.json", {"gigpo": [0]})])
+    assert merged["envs"]["KeyDoor-v0"]["oprl"]["seed"] == [0, 1, 2] and merged["seeds"] == 3
+    with pytest.raises(SystemExit, match=r"new.json: seed 1 of oprl on KeyDoor-v0 is also in .*old.json.*superseded"):
+        merge([old, shard("new.json", {"oprl": [1, 2]})])
+
+
 def test_jobs_left_out_fill_the_cores_with_one_run_per_torch_threads():
     sys.path.insert(0, str(ROOT))
     from bench.learning import auto_jobs
