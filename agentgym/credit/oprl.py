@@ -14,9 +14,10 @@ nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself),
 outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
 by more than the floor is normalised as before (docs/credit.md).
 
-The step part is added with a weight that says how much the step rewards know about *turns*
-(`step_gate="state"`, the default where the batch has state fingerprints; `"auto"` picks it there and
-`"rank"` below where none has one; `"none"` adds the step part with alpha as reconstructed):
+The step part is added with a weight that says how much the step rewards know about *turns*. The default
+`step_gate="auto"` uses the state gate where the batch's turns carry state fingerprints and the rank gate (below)
+where none does; `"state"` and `"rank"` force one, `"none"` adds the step part with alpha as reconstructed.
+The state gate:
 
     acc  = share of the batch's *same-state* turn pairs -- two turns taken in one environment state (same group,
            same `state_fingerprint`) with different actions, by episodes with different outcomes -- whose step
