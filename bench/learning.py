@@ -61,6 +61,9 @@ the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machine
 (refused where budgets or held-out evaluations differ: temperature, samples, tasks, spacing),
 which reads their JSON objects and prints the one table (bench/learning_report.py: the outcomes, JSON,
 table, PNG and merging); `commits` names the code (`git describe --dirty`) and a merge lists every shard's.
+`machine` names the CPU and torch build: one seed's warm start differs between machines, so a merge pairs an
+estimator's run with the baseline's of the same seed on the same machine, and refuses a seed that two shards of
+one machine both ran.
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@ reads shards' JSON objects back through `merge` and `outcomes_of`.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import json
 import math
+import platform
 import statistics
 import subprocess
 from collections import Counter
@@ -38,6 +41,27 @@ def checkout_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+UNRECORDED = "unrecorded"  #: the machine of a shard written before its JSON named one
+
+
+def machine_id() -> str:
+    """What makes two runs of one seed compute alike: the CPU (model and instruction set, read from
+    /proc/cpuinfo) and the torch build. The same seed's SFT warm start differs between machines (KeyDoor-v0 seed
+    0: 0.28 held-out success on one 2-core machine, 0.45 on another), so a merge pairs runs by seed *and* machine."""
+    cpu = ""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+        cpu = "|".join(line.split(":", 1)[1].strip() for line in first.splitlines()
+                       if line.split(":", 1)[0].strip() in ("vendor_id", "model name", "flags"))
+    except OSError:
+        cpu = platform.processor()
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = "none"
+    return f"{platform.machine()}-" + hashlib.sha256(f"{cpu}|torch {torch}".encode()).hexdigest()[:10]
 
 
 @dataclass
@@ -88,7 +112,7 @@ def interval95(values: list[float]) -> tuple[float, float]:
 def merge(paths: list[str]) -> dict[str, object]:
     """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
     merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
-    sources: dict[tuple[str, str, int], str] = {}  # (env, estimator, seed) -> the shard that holds the run
+    sources: dict[tuple[str, str, int, str], str] = {}  # (env, estimator, seed, machine) -> its shard
     for path in paths:
         try:
             data = json.loads(Path(path).read_text())
@@ -111,15 +135,19 @@ def merge(paths: list[str]) -> dict[str, object]:
         for env_id, per in data["envs"].items():
             for name, e in per.items():
                 into = merged["envs"].setdefault(env_id, {}).setdefault(name, {})  # type: ignore[union-attr]
-                for seed in e.get("seed", []):
-                    if (env_id, name, seed) in sources:
+                machines = e.get("machine") or [data.get("machine") or UNRECORDED] * len(e["final_success"])
+                for seed, machine in zip(e.get("seed", []), machines, strict=False):
+                    if (env_id, name, seed, machine) in sources:
                         raise SystemExit(
-                            f"{path}: seed {seed} of {name} on {env_id} is also in {sources[env_id, name, seed]}: a "
-                            "benchmark has one run per seed; move the run that was superseded out of the shards "
-                            "you merge (bench/results/superseded/ keeps such runs)")
-                    sources[env_id, name, seed] = path
+                            f"{path}: seed {seed} of {name} on {env_id} (machine {machine}) is also in "
+                            f"{sources[env_id, name, seed, machine]}: a benchmark has one run per seed and machine; "
+                            "move the run that was superseded out of the shards you merge "
+                            "(bench/results/superseded/ keeps such runs)")
+                    sources[env_id, name, seed, machine] = path
                 for key, values in e.items():
-                    into.setdefault(key, []).extend(values)
+                    if key != "machine":
+                        into.setdefault(key, []).extend(values)
+                into.setdefault("machine", []).extend(machines)
     merged["seeds"] = max((len(e["final_success"]) for per in merged["envs"].values()  # type: ignore[union-attr]
                            for e in per.values()), default=0)
     return merged
@@ -157,7 +185,7 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args),
             "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples,
-                     "tasks": args.eval_tasks, "every": args.eval_every},
+                     "tasks": args.eval_tasks, "every": args.eval_every}, "machine": machine_id(),
             "commits": [c for c in [getattr(args, "commit", None)] if c]}
 
 
@@ -191,13 +219,20 @@ def _mean_reached(values: list[int | None]) -> str:
     return f"{statistics.fmean(hits):.1f} ({len(hits)}/{len(values)})" if hits else f"- (0/{len(values)})"
 
 
+def pairing_keys(e: dict[str, list]) -> list[tuple[int, str]]:
+    """(seed, machine) of each run of an entry: runs pair with the baseline's run of the same seed on the same
+    machine, where they shared the warm start (one shard's own entries name no machine: all are one)."""
+    seeds = e.get("seed", [])
+    return list(zip(seeds, e.get("machine", [UNRECORDED] * len(seeds)), strict=False))
+
+
 def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
     """Per seed both ran: the mean over the last half of the updates of (training success - the baseline's).
     Every estimator of a seed starts from the same warm start and trains on the same tasks in the same order,
     so the difference cancels what the seed's warm start and tasks share."""
-    by_seed = dict(zip(base.get("seed", []), base.get("train_success", []), strict=False))
+    by_seed = dict(zip(pairing_keys(base), base.get("train_success", []), strict=False))
     gaps = []
-    for seed, mine in zip(e.get("seed", []), e.get("train_success", []), strict=False):
+    for seed, mine in zip(pairing_keys(e), e.get("train_success", []), strict=False):
         theirs = by_seed.get(seed)
         n = min(len(mine), len(theirs or []))
         if n:
@@ -210,9 +245,9 @@ def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8")
     """Per seed both ran: was this estimator's first update at the threshold (`key`) earlier, the same or later
     than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the other never did is
     ahead or behind, one where neither did is level. None when no seed was run by both."""
-    theirs = dict(zip(base.get("seed", []), base.get(key, []), strict=False))
+    theirs = dict(zip(pairing_keys(base), base.get(key, []), strict=False))
     counts = [0, 0, 0]
-    for seed, mine in zip(e.get("seed", []), e.get(key, []), strict=False):
+    for seed, mine in zip(pairing_keys(e), e.get(key, []), strict=False):
         if seed not in theirs:
             continue
         other = theirs[seed]
@@ -248,6 +283,11 @@ def print_table(data: dict[str, object], console: Console) -> None:
     console.print(table)
     if data.get("commits"):
         console.print(f"code: {', '.join(data['commits'])}")  # type: ignore[arg-type]
+    machines = Counter(m for per in data["envs"].values() for e in per.values()  # type: ignore[union-attr]
+                       for m in e.get("machine", []))
+    if len(machines) > 1:
+        console.print("machines (runs pair by seed and machine): "
+                      + ", ".join(f"{m} {n} runs" for m, n in sorted(machines.items())))
     console.print("start: held-out success of the warm start (update 0), mean over seeds; "
                   "updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "
                   f"ahead/level/behind: seeds where the first update at 0.8 held-out came before, with or after "

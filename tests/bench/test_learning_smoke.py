@@ -284,8 +284,37 @@ def test_a_seed_run_twice_is_not_merged_twice(tmp_path):
     old = shard("old.json", {"grpo": [0, 1], "oprl": [0, 1]})
     merged = merge([old, shard("more.json", {"grpo": [2], "oprl": [2]}), shard("other.json", {"gigpo": [0]})])
     assert merged["envs"]["KeyDoor-v0"]["oprl"]["seed"] == [0, 1, 2] and merged["seeds"] == 3
-    with pytest.raises(SystemExit, match=r"new.json: seed 1 of oprl on KeyDoor-v0 is also in .*old.json.*superseded"):
+    with pytest.raises(SystemExit, match=r"new.json: seed 1 of oprl on KeyDoor-v0 .*is also in .*old.json.*superseded"):
         merge([old, shard("new.json", {"oprl": [1, 2]})])
+
+
+def test_runs_pair_by_seed_and_machine(tmp_path):
+    """One seed's warm start differs between machines (KeyDoor-v0 seed 0: 0.28 on one, 0.45 on another), so a
+    race or a paired gap compares an estimator's run with the baseline's of the same seed on the same machine;
+    the same seed from two machines is two runs, not a duplicate, and a merged object merges again alike."""
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import machine_id, merge, paired_gap, race
+
+    def shard(name: str, machine: str | None, per: dict[str, tuple[list[int], list[int | None]]]) -> str:
+        envs = {"KeyDoor-v0": {est: {"seed": seeds, "updates_to_0.8": reached, "final_success": [0.5] * len(seeds),
+                                     "train_success": [[0.5] * 4] * len(seeds)} for est, (seeds, reached) in per.items()}}
+        data = {"envs": envs, "updates": 4, "seeds": 1, "budget": {"updates": 4, "env_steps": None, "wall_s": None}}
+        if machine:
+            data["machine"] = machine
+        (tmp_path / name).write_text(json.dumps(data))
+        return str(tmp_path / name)
+
+    a = shard("a.json", None, {"grpo": ([0], [10]), "gigpo": ([0], [8])})  # before the key: "unrecorded"
+    b = shard("b.json", "x86_64-beef", {"grpo": ([0], [None]), "oprl": ([0], [12])})
+    merged = merge([a, b])
+    per = merged["envs"]["KeyDoor-v0"]
+    assert per["grpo"]["machine"] == ["unrecorded", "x86_64-beef"] and per["grpo"]["seed"] == [0, 0]
+    assert race(per["gigpo"], per["grpo"]) == (1, 0, 0)  # against a's GRPO (10), not b's (never)
+    assert race(per["oprl"], per["grpo"]) == (1, 0, 0)  # against b's GRPO: never
+    assert len(paired_gap(per["oprl"], per["grpo"])) == 1
+    (tmp_path / "m.json").write_text(json.dumps(merged))
+    assert merge([str(tmp_path / "m.json")])["envs"]["KeyDoor-v0"]["grpo"]["machine"] == per["grpo"]["machine"]
+    assert machine_id() == machine_id() and machine_id().count("-") == 1
 
 
 def test_jobs_left_out_fill_the_cores_with_one_run_per_torch_threads():
