@@ -110,7 +110,8 @@ def interval95(values: list[float]) -> tuple[float, float]:
 
 
 def merge(paths: list[str]) -> dict[str, object]:
-    """One JSON object from the `--json` objects of shards (their per-seed lists concatenated)."""
+    """One JSON object from the `--json` objects of shards (their per-seed lists concatenated, with the machine
+    of each run; a seed two shards of one machine both ran is refused)."""
     merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
     sources: dict[tuple[str, str, int, str], str] = {}  # (env, estimator, seed, machine) -> its shard
     for path in paths:
@@ -227,13 +228,13 @@ def pairing_keys(e: dict[str, list]) -> list[tuple[int, str]]:
 
 
 def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
-    """Per seed both ran: the mean over the last half of the updates of (training success - the baseline's).
-    Every estimator of a seed starts from the same warm start and trains on the same tasks in the same order,
-    so the difference cancels what the seed's warm start and tasks share."""
-    by_seed = dict(zip(pairing_keys(base), base.get("train_success", []), strict=False))
+    """Per seed (on one machine) both ran: the mean over the last half of the updates of (training success - the
+    baseline's). Every estimator of a seed starts from the same warm start and trains on the same tasks in the
+    same order, so the difference cancels what the seed's warm start and tasks share."""
+    by_run = dict(zip(pairing_keys(base), base.get("train_success", []), strict=False))
     gaps = []
-    for seed, mine in zip(pairing_keys(e), e.get("train_success", []), strict=False):
-        theirs = by_seed.get(seed)
+    for run, mine in zip(pairing_keys(e), e.get("train_success", []), strict=False):
+        theirs = by_run.get(run)
         n = min(len(mine), len(theirs or []))
         if n:
             half = n // 2
@@ -242,15 +243,15 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 
 
 def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8") -> tuple[int, int, int] | None:
-    """Per seed both ran: was this estimator's first update at the threshold (`key`) earlier, the same or later
+    """Per seed (on one machine) both ran: was this estimator's first update at the threshold (`key`) earlier, the same or later
     than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the other never did is
     ahead or behind, one where neither did is level. None when no seed was run by both."""
     theirs = dict(zip(pairing_keys(base), base.get(key, []), strict=False))
     counts = [0, 0, 0]
-    for seed, mine in zip(pairing_keys(e), e.get(key, []), strict=False):
-        if seed not in theirs:
+    for run, mine in zip(pairing_keys(e), e.get(key, []), strict=False):
+        if run not in theirs:
             continue
-        other = theirs[seed]
+        other = theirs[run]
         a = math.inf if mine is None else mine
         b = math.inf if other is None else other
         counts[0 if a < b else 1 if a == b else 2] += 1
