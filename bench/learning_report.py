@@ -50,7 +50,6 @@ def machine_id() -> str:
     """What makes two runs of one seed compute alike: the CPU (model and instruction set, read from
     /proc/cpuinfo) and the torch build. The same seed's SFT warm start differs between machines (KeyDoor-v0 seed
     0: 0.28 held-out success on one 2-core machine, 0.45 on another), so a merge pairs runs by seed *and* machine."""
-    cpu = ""
     try:
         first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
         cpu = "|".join(line.split(":", 1)[1].strip() for line in first.splitlines()
@@ -243,8 +242,8 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 
 
 def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8") -> tuple[int, int, int] | None:
-    """Per seed (on one machine) both ran: was this estimator's first update at the threshold (`key`) earlier, the same or later
-    than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the other never did is
+    """Per seed (on one machine) both ran: was this estimator's first update at the threshold (`key`) earlier,
+    the same or later than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the other never did is
     ahead or behind, one where neither did is level. None when no seed was run by both."""
     theirs = dict(zip(pairing_keys(base), base.get(key, []), strict=False))
     counts = [0, 0, 0]

@@ -129,6 +129,13 @@ def preference_pairs(outcomes: Sequence[float], groups: Sequence[object], *, mar
     return pairs
 
 
+def concordant(scores: np.ndarray, better: np.ndarray) -> float:
+    """Of the pairs (i, j) marked in `better` [n, n] (i's outcome above j's), how many `scores` [n] order the same
+    way, ties counted half."""
+    diff = (scores[:, None] - scores[None, :])[better]
+    return float((diff > 0).sum() + 0.5 * (diff == 0).sum())
+
+
 def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float, float, int, int]:
     """How well `step_rewards` [T] rank the outcomes inside each group, scored per episode by their sum and by
     their mean per turn: for each score, the share of pairs with R_i > R_j that it orders the same way (ties
@@ -141,8 +148,7 @@ def ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[float,
         members = np.flatnonzero(batch.group == code)
         better = batch.outcome[members][:, None] > batch.outcome[members][None, :]
         for k, z in enumerate((z_sum, z_turn)):
-            dz = (z[members][:, None] - z[members][None, :])[better]
-            hits[k] += float((dz > 0).sum() + 0.5 * (dz == 0).sum())
+            hits[k] += concordant(z[members], better)
         pairs += int(better.sum())
         episodes += int((better.any(axis=0) | better.any(axis=1)).sum())
     acc_sum, acc_turn = (hits / pairs) if pairs else (0.5, 0.5)
@@ -172,9 +178,7 @@ def state_ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[
                  (action[members][:, None] != action[members][None, :])
         if not better.any():
             continue
-        r = step_rewards[shared[members]]
-        dr = (r[:, None] - r[None, :])[better]
-        hits += float((dr > 0).sum() + 0.5 * (dr == 0).sum())
+        hits += concordant(step_rewards[shared[members]], better)
         pairs += int(better.sum())
         seen[ep[members][better.any(axis=0) | better.any(axis=1)]] = True
     return (hits / pairs if pairs else 0.5), pairs, int(seen.sum())
