@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -168,6 +168,28 @@ class TurnBatch:
                 f"{int(self.position[row])} has no state_fingerprint ({len(missing)} of {self.n_turns} turns "
                 "lack one). Record `env.state_fingerprint()` per turn in the collector, pass "
                 "missing_fingerprint='singleton' to treat such turns as unique states, or use 'grpo'.")
+
+    def state_clusters(self, missing: Literal["error", "singleton"] = "error", *,
+                       estimator: str = "gigpo") -> tuple[np.ndarray, int]:
+        """Anchor cluster code per turn [T] from (group, state fingerprint), and the cluster count K: the turns
+        of one group taken from one environment state (GiGPO's step groups, OPRL's same-state pairs).
+
+        Turns without a fingerprint raise, naming `estimator` (`missing="error"`), or each form their own
+        cluster (`"singleton"`). Memoised per batch.
+        """
+        def build() -> tuple[np.ndarray, int]:
+            fp = self.fingerprint
+            n_fp = int(fp.max()) + 1 if len(fp) else 0
+            key = self.group_of_turn * (n_fp + 1) + fp
+            absent = fp < 0
+            if absent.any():
+                key = np.where(absent, -1 - np.arange(len(fp)), key)  # unique negative keys: singletons
+            _, codes = np.unique(key, return_inverse=True)
+            return codes.astype(np.int64), int(codes.max()) + 1 if len(codes) else 0
+
+        if missing == "error":
+            self.require_fingerprints(estimator)
+        return self.cached(f"state_clusters.{missing}", build)
 
     def cached(self, key: str, build: Any) -> Any:
         """Memoise derived arrays that depend only on the batch (e.g. anchor clusters)."""

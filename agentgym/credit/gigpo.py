@@ -42,26 +42,6 @@ AnchorMode = Literal["exact", "similarity"]
 StepScale = Literal["cluster", "outcome"]
 
 
-def exact_clusters(batch: TurnBatch, missing: Literal["error", "singleton"] = "error") -> tuple[np.ndarray, int]:
-    """Anchor cluster code per turn [T] from (group, state fingerprint), and the cluster count.
-
-    Turns without a fingerprint raise (`missing="error"`) or each form their own cluster.
-    """
-    def build() -> tuple[np.ndarray, int]:
-        fp = batch.fingerprint
-        n_fp = int(fp.max()) + 1 if len(fp) else 0
-        key = batch.group_of_turn * (n_fp + 1) + fp
-        absent = fp < 0
-        if absent.any():
-            key = np.where(absent, -1 - np.arange(len(fp)), key)  # unique negative keys: singletons
-        _, codes = np.unique(key, return_inverse=True)
-        return codes.astype(np.int64), int(codes.max()) + 1 if len(codes) else 0
-
-    if missing == "error":
-        batch.require_fingerprints("gigpo")
-    return batch.cached(f"gigpo.exact.{missing}", build)
-
-
 def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.ndarray, int]:
     """Greedy text clusters per group (reference-code similarity mode) over `Turn.observation`.
 
@@ -140,7 +120,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
     step_return = discounted_cumsum(batch.reward, gamma, batch.backward_levels) - penalty_rows
     if anchor == "exact":
-        clusters, n_clusters = exact_clusters(batch, missing_fingerprint)
+        clusters, n_clusters = batch.state_clusters(missing_fingerprint, estimator="gigpo")
     else:
         clusters, n_clusters = batch.cached(f"gigpo.similarity.{similarity_threshold}",
                                             lambda: similarity_clusters(batch, similarity_threshold))
