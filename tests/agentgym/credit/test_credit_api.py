@@ -164,6 +164,17 @@ def test_gigpo_missing_fingerprint_singleton_mode():
     assert np.allclose(res.step_part[[1, 3]], [0.5, -0.5])
 
 
+def test_state_clusters_split_by_group_and_state_and_name_the_estimator_when_a_fingerprint_is_missing():
+    batch = TurnBatch.from_episodes([ep("g1", (0, 0, 1), ["A", "B", "A"]), ep("g2", (0, 1), ["A", "B"]),
+                                     ep("g1", (0, 1), ["", "B"])])
+    codes, k = batch.state_clusters("singleton")
+    assert k == 5 and codes[0] == codes[2] and codes[1] == codes[6]  # g1's A twice; g1's B in two episodes
+    assert len({codes[0], codes[3], codes[5]}) == 3  # one state in two groups is two clusters; "" is alone
+    assert batch.state_clusters("singleton") is batch.state_clusters("singleton")  # memoised per batch
+    with pytest.raises(CreditInputError, match="estimator 'oprl'.*episode .* turn 0 has no state_fingerprint"):
+        batch.state_clusters(estimator="oprl")
+
+
 def test_gigpo_similarity_mode_clusters_near_identical_text():
     def tep(rewards, texts):
         return Episode(group_id="g", turns=[Turn(index=i, observation=o, reward=r)
