@@ -227,8 +227,8 @@ def pairing_keys(e: dict[str, list]) -> list[tuple[int, str]]:
 
 
 def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
-    """Per seed (on one machine) both ran: the mean over the last half of the updates of (training success - the
-    baseline's). Every estimator of a seed starts from the same warm start and trains on the same tasks in the
+    """Per seed (on one machine) both ran: the mean over the last half of the updates of (training success -
+    the baseline's). Every estimator of a seed starts from the same warm start and trains on the same tasks in the
     same order, so the difference cancels what the seed's warm start and tasks share."""
     by_run = dict(zip(pairing_keys(base), base.get("train_success", []), strict=False))
     gaps = []
@@ -243,8 +243,8 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 
 def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8") -> tuple[int, int, int] | None:
     """Per seed (on one machine) both ran: was this estimator's first update at the threshold (`key`) earlier,
-    the same or later than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the other never did is
-    ahead or behind, one where neither did is level. None when no seed was run by both."""
+    the same or later than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the
+    other never did is ahead or behind, one where neither did is level. None when no seed was run by both."""
     theirs = dict(zip(pairing_keys(base), base.get(key, []), strict=False))
     counts = [0, 0, 0]
     for run, mine in zip(pairing_keys(e), e.get(key, []), strict=False):

@@ -170,12 +170,13 @@ class TurnBatch:
                 "missing_fingerprint='singleton' to treat such turns as unique states, or use 'grpo'.")
 
     def state_clusters(self, missing: Literal["error", "singleton"] = "error", *,
-                       estimator: str = "gigpo") -> tuple[np.ndarray, int]:
+                       estimator: str) -> tuple[np.ndarray, int]:
         """Anchor cluster code per turn [T] from (group, state fingerprint), and the cluster count K: the turns
         of one group taken from one environment state (GiGPO's step groups, OPRL's same-state pairs).
 
         Turns without a fingerprint raise, naming `estimator` (`missing="error"`), or each form their own
-        cluster (`"singleton"`). Memoised per batch.
+        cluster (`"singleton"`). Memoised per batch, once for both modes: with every fingerprint present they
+        are the same clusters, and with one missing `"error"` raises before reading them.
         """
         def build() -> tuple[np.ndarray, int]:
             fp = self.fingerprint
@@ -189,7 +190,7 @@ class TurnBatch:
 
         if missing == "error":
             self.require_fingerprints(estimator)
-        return self.cached(f"state_clusters.{missing}", build)
+        return self.cached("state_clusters", build)
 
     def cached(self, key: str, build: Any) -> Any:
         """Memoise derived arrays that depend only on the batch (e.g. anchor clusters)."""

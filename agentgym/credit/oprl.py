@@ -159,7 +159,7 @@ def state_ranking_accuracy(batch: TurnBatch, step_rewards: np.ndarray) -> tuple[
     cluster (same group, same state fingerprint; turns without one are their own cluster) whose actions differ
     (`action_text`, stripped) and whose episodes' outcomes differ, the share ordered as the outcomes are (ties
     half; 0.5 without pairs). Returns (accuracy, pairs, distinct episodes in them)."""
-    cluster, n_clusters = batch.state_clusters("singleton")
+    cluster, n_clusters = batch.state_clusters("singleton", estimator="oprl")
     sizes = np.bincount(cluster, minlength=n_clusters)
     shared = np.flatnonzero(sizes[cluster] > 1)
     if len(shared) == 0:

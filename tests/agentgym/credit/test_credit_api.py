@@ -167,10 +167,11 @@ def test_gigpo_missing_fingerprint_singleton_mode():
 def test_state_clusters_split_by_group_and_state_and_name_the_estimator_when_a_fingerprint_is_missing():
     batch = TurnBatch.from_episodes([ep("g1", (0, 0, 1), ["A", "B", "A"]), ep("g2", (0, 1), ["A", "B"]),
                                      ep("g1", (0, 1), ["", "B"])])
-    codes, k = batch.state_clusters("singleton")
+    codes, k = batch.state_clusters("singleton", estimator="gigpo")
     assert k == 5 and codes[0] == codes[2] and codes[1] == codes[6]  # g1's A twice; g1's B in two episodes
     assert len({codes[0], codes[3], codes[5]}) == 3  # one state in two groups is two clusters; "" is alone
-    assert batch.state_clusters("singleton") is batch.state_clusters("singleton")  # memoised per batch
+    kept = batch.state_clusters("singleton", estimator="oprl")
+    assert kept is batch.state_clusters("singleton", estimator="oprl")  # memoised per batch
     with pytest.raises(CreditInputError, match="estimator 'oprl'.*episode .* turn 0 has no state_fingerprint"):
         batch.state_clusters(estimator="oprl")
 
