@@ -244,7 +244,7 @@ class TrainConfig(BaseModel):
     """Value head / critic learning rate (only built for estimators that use a critic)."""
     critic_epochs: int = Field(4, ge=1)
     """Value-regression steps per update, over the whole batch (the critic's own; `ppo_epochs` is the policy's).
-    The critic's head also starts at the first batch's mean return (docs/credit.md: a critic that took one
+    The critic's head also starts at the first batch's mean return (docs/credit-log.md: a critic that took one
     step per update explained nothing after dozens of updates)."""
     value_clip: float | None = 0.2
     """Clip of the value loss around the old values (None: unclipped)."""

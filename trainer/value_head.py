@@ -74,7 +74,7 @@ class Critic:
 
         Why both: the head starts at zero and AdamW moves each weight by about `lr` per step, so a critic that
         took one step per update (PPO's `ppo_epochs` = 1) still predicted almost nothing after dozens of
-        updates (explained variance 0.00 in SPA's runs, docs/credit.md), and GAE passed the raw returns
+        updates (explained variance 0.00 in SPA's runs, docs/credit-log.md), and GAE passed the raw returns
         through. The bias starts at the returns' level at once; the epochs fit what varies around it.
         """
         if not self.centred and batches:

@@ -10,14 +10,14 @@ invalid-action penalty). This is this project's deviation from the paper (`step_
 in the long episodes of an env with recurring states (KeyDoor-v0) an anchor cluster holds 30-110 turns of
 one state, nearly all with the same step return; one invalid turn among n then gets -sqrt(n - 1) (about
 -10) and every other turn of the cluster a small positive share: the loop the policy is stuck in is
-reinforced, its entropy collapses and success falls to 0 (docs/credit.md). With the floor a spread below
+reinforced, its entropy collapses and success falls to 0 (docs/credit-log.md). With the floor a spread below
 one penalty keeps its own scale, and clusters whose returns differ by an outcome are normalised as before.
 
 The invalid-action penalty acts at the step level only (in `episode_stats="trajectory"`, the default).
 The reference code also subtracts it from the row scores of the episode part; mixing those row scores
 with per-trajectory statistics gave advantages of 20-30 in groups whose outcomes were all equal (the
 std of the trajectory scores is then a few hundredths, the row deviations a full penalty), which
-collapsed training on Maze-v0 (docs/credit.md). `episode_stats="rows"` keeps the reference behaviour:
+collapsed training on Maze-v0 (docs/credit-log.md). `episode_stats="rows"` keeps the reference behaviour:
 row scores `S = R_i - invalid_penalty * [turn invalid]` with row statistics.
 """
 
@@ -109,7 +109,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     `step_scale="outcome"` divides the step part by at least the std of the group's outcomes (the episode
     part's divisor) besides `step_std_floor`: both parts are then on one scale, and a cluster of n revisits
     with one successful return among zeros no longer gets about sqrt(n) from its own tiny std. Measured on
-    KeyDoor-v0 it learned no faster than the default (docs/credit.md), which stays the paper's per-cluster std.
+    KeyDoor-v0 it learned no faster than the default (docs/credit-log.md), which stays the paper's per-cluster std.
     """
     _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
            missing_fingerprint, eps)

@@ -12,7 +12,7 @@ beta = 0.05) is this project's deviation from the reconstructed definition (`ste
 it): without it a group whose step rewards differ only by noise, as they do while the PRM has learned
 nothing, gets a unit-scale step part of pure noise (std 1e-4 divided by itself), as large as a real
 outcome comparison. With the floor such noise stays as small as it is, and a PRM that separates turns
-by more than the floor is normalised as before (docs/credit.md).
+by more than the floor is normalised as before (docs/credit-log.md).
 
 The step part is added with a weight that says how much the step rewards know about *turns*. The default
 `step_gate="auto"` uses the state gate where the batch's turns carry state fingerprints and the rank gate (below)
@@ -29,7 +29,7 @@ This asks of the step rewards what the step part is used for: at one state, is t
 went on to succeed the one rewarded? The rank gate below asked a weaker question, whether the step rewards rank
 whole episodes, and on KeyDoor-v0 it opened (w near 0.3) on a PRM that ranked 70-80% of outcome pairs by mean
 step reward while its per-turn signal was uncorrelated with the outcome comparison turn by turn: OPRL then fell
-in 2 of 3 seeds (docs/credit.md). `step_gate="rank"`:
+in 2 of 3 seeds (docs/credit-log.md). `step_gate="rank"`:
 
     acc  = share of the batch's outcome pairs (R_i > R_j in one group) whose *mean* step reward per turn
            ranks them the same way (ties half): read before the PRM trains on the batch, so on unseen data
@@ -39,7 +39,7 @@ in 2 of 3 seeds (docs/credit.md). `step_gate="rank"`:
 A PRM at chance adds nothing (w = 0 up to a one-sided 95% bound by default), one that ranks every pair of
 a large batch adds its step part with alpha. The mean per turn, not the sum, because successes and
 failures differ in length: a step reward drifting the same way on every turn (the policy moving away
-from the PRM, docs/credit.md) ranks outcomes by length through the sum while saying nothing about which
+from the PRM, docs/credit-log.md) ranks outcomes by length through the sum while saying nothing about which
 turn mattered, and a gate on the sum opened exactly then (Maze-v0: it let through step parts that
 favoured the rare tokens the policy had learned to avoid, and 2 of 3 seeds collapsed). The scalars report
 `oprl_rank_acc` (the sum's ranking, what the PRM's DPO loss optimises), `oprl_rank_acc_per_turn` (the
@@ -49,9 +49,9 @@ pairs), `oprl_gate_state` (1 where the state gate decided) and `oprl_step_weight
 `step_clip` (default None: off) bounds each turn's normalised step part to [-step_clip, step_clip] before the
 weight: a learned PRM's step rewards are heavy-tailed (KeyDoor-v0, seed 1: 2.5% of turns beyond 3 standard
 deviations, the largest at 8-10), so at a weight of 0.3 one turn's step part can outweigh its outcome comparison.
-Measured: clipping at 3 did not stop seed 1's fall (docs/credit.md), so it stays off. `step_center="episode"`
+Measured: clipping at 3 did not stop seed 1's fall (docs/credit-log.md), so it stays off. `step_center="episode"`
 (default "none") subtracts each episode's mean step part from its turns, so the step part only moves credit
-between an episode's turns and the outcome comparison is the episode part's alone (under trial, docs/credit.md).
+between an episode's turns and the outcome comparison is the episode part's alone (under trial, docs/credit-log.md).
 
 plus the preference-pair rule and the PRM's trajectory-DPO loss on numbers.
 """

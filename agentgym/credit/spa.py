@@ -21,7 +21,7 @@ between the turns of an episode but cannot replace the outcome: in the reference
 misjudges a batch (on Maze-v0, the batches after its first fit: explained variance -0.1 to -0.7, worse
 than a constant) leaves the policy without any outcome signal for those updates. With gamma = lam = 1 the
 return of turn t is then R minus the contributions before t, a function of the history only: the
-outcome's policy gradient with a learned baseline. See docs/credit.md for the runs that showed why.
+outcome's policy gradient with a learned baseline. See docs/credit-log.md for the runs that showed why.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def spa(batch: TurnBatch, *, contributions: PerTurn | None = None, values: PerTu
     `whiten` normalises the advantages over the batch's turns (after the returns are taken), as the
     reference's PPO trainer does. `grounding_mode="bonus"` is the paper's +beta per grounded turn;
     the default "penalty" (-beta per ungrounded turn) carries the same preference without paying for
-    length: with gamma = 1 a per-turn bonus makes longer (failing) episodes worth more (docs/credit.md).
+    length: with gamma = 1 a per-turn bonus makes longer (failing) episodes worth more (docs/credit-log.md).
     `outcome_residual` adds `alpha * (R - sum_t c_t)` to each episode's last turn (not with `loo_baseline`,
     whose c_t are outcome comparisons already); False is the paper's reward.
     """

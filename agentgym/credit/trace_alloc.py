@@ -19,7 +19,7 @@ actually gave (did the recorded path and the new continuations end alike?). Once
 `mix_warmup` nodes (None: never), it scores the candidates instead of `I_k(p_hat)`, and each group's root competes
 with the prefixes on that same scale, so the budget goes to extra roots where branches of a nearly
 deterministic policy would only repeat their parent (measured on Maze-v0: 16-21% of branch points gave
-mixed outcomes where `I_2(p_hat)` promised up to 0.5; docs/credit.md).
+mixed outcomes where `I_2(p_hat)` promised up to 0.5; docs/credit-log.md).
 """
 
 from __future__ import annotations

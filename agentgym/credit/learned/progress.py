@@ -4,7 +4,7 @@ Architecture (docs/algorithms.md, section 2.4): a causal-LM backbone (same famil
 last token of each turn, the model's output logits (a vocabulary-size vector) go through
 `Linear(V, 1)` to give c_t (`features="logits"`, the paper's head). The default reads the last hidden state
 instead (`features="hidden"`, `Linear(H, 1)`): on the tiny CPU model the logits head never fitted Maze-v0's
-outcomes (docs/credit.md, "SPA's progress estimator"). Causal attention means c_t only sees the
+outcomes (docs/credit-log.md, "SPA's progress estimator"). Causal attention means c_t only sees the
 prefix. Objective: `L_PE = mean_over_batch (R - sum_t c_t)^2`. The trainer calls `update(batch)` once per iteration,
 then `predict(batch)` feeds `compute_credit("spa", batch, contributions=..., values=...)`.
 
