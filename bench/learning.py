@@ -9,6 +9,7 @@
     python bench/learning.py --wall-s 900 --jobs 2 --torch-threads 1 --estimators grpo,gigpo  # equal wall time
     python bench/learning.py --jobs 8 --json                         # 8 runs at once, whatever the cores
     python bench/learning.py --merge a.json b.json                   # one table (and PNG) from shards' --json
+    python bench/learning.py --merge a.json b.json --read-every 2    # a shard evaluated every update, read every 2
 
 Every run is the real training loop on the estimator's own recipe (configs/<estimator>.yaml: the shared CPU
 recipe plus the estimator's parameters) with the env section of the benchmark env (configs/envs/
@@ -47,7 +48,7 @@ draws every run's held-out curve; `--json` prints exactly
                                    "final_success": [...], "collapsed": [...],
                                    "start_success": [...],
                                    "env_steps_to_0.5": [...], "env_steps_to_0.8": [...],
-                                   "wall_s": [...], "stopped_by": [...], "seed": [...],
+                                   "wall_s": [...], "stopped_by": [...], "seed": [...], "warm_start": [...],
                                    "curve": [[[update, env steps, success], ...], ...],
                                    "train_success": [[batch success of update 1, ...], ...]}}},
      "updates": N, "seeds": S, "budget": {"updates": N, "env_steps": M or null, "wall_s": T or null},
@@ -61,9 +62,10 @@ the protocol (`--first-seed`, `--estimators`, `--envs`) run on different machine
 (refused where budgets or held-out evaluations differ: temperature, samples, tasks, spacing),
 which reads their JSON objects and prints the one table (bench/learning_report.py: the outcomes, JSON,
 table, PNG and merging); `commits` names the code (`git describe --dirty`) and a merge lists every shard's.
-`machine` names the CPU and torch build: one seed's warm start differs between machines, so a merge pairs an
-estimator's run with the baseline's of the same seed on the same machine, and refuses a seed that two shards of
-one machine both ran.
+`machine` names the CPU and torch build, and each run's `warm_start` the digest of the weights its RL started
+from (`weights_digest`): one seed's warm start differs between machines, so a merge pairs an estimator's run with
+the baseline's of the same seed and the same digest (by machine where a shard has no digests, as those written
+before 2026-12-07), and refuses a seed that two shards of one machine both ran.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ from bench.learning_report import (  # noqa: E402
     outcomes_of,
     plot,
     thresholds_reached,
+    weights_digest,
 )
 
 #: env id -> the recipe file whose env keys (ENV_KEYS: env section, prompt window, warm start, learning rate) the
@@ -191,10 +194,23 @@ def run_one(env_id: str, estimator: str, seed: int, args: argparse.Namespace, ou
     evals = [(int(r["update"]), int(r.get("env_steps", 0)), float(r["eval_success_rate"]))
              for r in result.rows if "eval_success_rate" in r]
     o = RunOutcome(env_id, estimator, seed, evals, time.perf_counter() - started, result.stopped_by,
-                   train=[float(r["success_rate"]) for r in result.rows if "success_rate" in r])
+                   train=[float(r["success_rate"]) for r in result.rows if "success_rate" in r],
+                   warm_start=start_digest(cfg))
     thresholds_reached(o)
     keep_outcome(o, cfg)
     return o
+
+
+def start_digest(cfg: Any) -> str | None:
+    """`weights_digest` of the policy the run's RL started from: the shared warm start it was given (its
+    `model`), or the warm start it did itself; None for RL from a model's initial weights (no SFT)."""
+    for policy in (cfg.run_dir / "checkpoints" / "sft" / "policy", Path(str(cfg.model))):
+        if policy.is_dir():
+            try:
+                return weights_digest(policy)
+            except FileNotFoundError:  # a model directory without weights (a config): not a policy
+                continue
+    return None
 
 
 OUTCOME_FILE = "bench_outcome.json"  #: a finished run's outcome and config, in its run directory
@@ -207,7 +223,7 @@ def _config_json(cfg: Any) -> dict[str, Any]:
 def keep_outcome(o: RunOutcome, cfg: Any) -> None:
     """Write `o` beside the run's store (atomically), with the config it ran under."""
     data = {"env": o.env, "estimator": o.estimator, "seed": o.seed, "evals": o.evals, "wall_s": o.wall_s,
-            "stopped_by": o.stopped_by, "train": o.train, "config": _config_json(cfg)}
+            "stopped_by": o.stopped_by, "train": o.train, "warm_start": o.warm_start, "config": _config_json(cfg)}
     path = cfg.run_dir / OUTCOME_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
@@ -223,7 +239,7 @@ def kept_outcome(cfg: Any) -> RunOutcome | None:
     if data.get("config") != _config_json(cfg):
         return None
     o = RunOutcome(data["env"], data["estimator"], data["seed"], [tuple(e) for e in data["evals"]],
-                   data["wall_s"], data["stopped_by"], train=data["train"])
+                   data["wall_s"], data["stopped_by"], train=data["train"], warm_start=data.get("warm_start"))
     thresholds_reached(o)
     return o
 
@@ -393,6 +409,9 @@ def main() -> None:
                         "instead of a temporary directory")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="print the table (and PNG) of shards' --json "
                         "outputs instead of running")
+    parser.add_argument("--read-every", type=int, default=None, metavar="N", help="with --merge: read every shard "
+                        "as if evaluated every N updates (a multiple of its spacing), so that shards evaluated "
+                        "more often merge with the others")
     parser.add_argument("--updates", type=int, default=None, help="updates per run: the equal budget (default 24; "
                         "with --env-steps or --wall-s, a cap)")
     parser.add_argument("--env-steps", type=int, default=None, help="budget: every run stops once it has collected "
@@ -417,8 +436,10 @@ def main() -> None:
     args = parser.parse_args()
     stream = sys.stderr if args.json else sys.stdout
     console = Console(stderr=args.json, width=None if stream.isatty() else 200)  # a table piped to a file stays whole
+    if args.read_every is not None and not args.merge:
+        parser.error("--read-every reads shards given to --merge; a run evaluates every --eval-every updates")
     if args.merge:
-        data = merge(args.merge)
+        data = merge(args.merge, args.read_every)
         if args.plot:
             plot(outcomes_of(data), Path(args.plot), describe_eval(data))
         finish(data, console, args)

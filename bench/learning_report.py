@@ -75,6 +75,7 @@ class RunOutcome:
     stopped_by: str
     reached: dict[float, tuple[int, int] | None] = field(default_factory=dict)  #: threshold -> (update, steps)
     train: list[float] = field(default_factory=list)  #: training success of each update's batch
+    warm_start: str | None = None  #: `weights_digest` of the policy RL started from (None: not recorded)
 
     @property
     def final(self) -> float:
@@ -88,6 +89,21 @@ class RunOutcome:
     @property
     def collapsed(self) -> bool:
         return bool(self.evals) and max(s for _, _, s in self.evals) - self.final > COLLAPSE_DROP
+
+
+def weights_digest(policy: Path) -> str:
+    """The first 12 hex digits of the sha256 of a saved policy's weight files (``*.safetensors``, ``*.bin``, in name
+    order): two runs with equal digests started RL from the same weights, whatever machine they ran on."""
+    files = sorted(f for f in policy.rglob("*") if f.is_file() and f.suffix in (".safetensors", ".bin"))
+    if not files:
+        raise FileNotFoundError(f"{policy}: no *.safetensors or *.bin weight files to digest")
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.relative_to(policy).as_posix().encode() + b"\0")
+        with f.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:12]
 
 
 def thresholds_reached(o: RunOutcome) -> None:
@@ -108,9 +124,38 @@ def interval95(values: list[float]) -> tuple[float, float]:
     return mean, T975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def merge(paths: list[str]) -> dict[str, object]:
+def read_every(data: dict[str, Any], every: int, path: str = "") -> dict[str, Any]:
+    """A shard read as if it had been evaluated every `every` updates (a multiple of its own spacing): each curve
+    keeps its updates divisible by `every` and its last point (every run is evaluated after its last update), and
+    the thresholds' first updates and the collapse flag are read again from what is kept. So a shard evaluated
+    every update merges with shards evaluated every 2, and one run gives both spacings' races."""
+    own = (data.get("eval") or {}).get("every")
+    if not own or every < 1 or every % own:
+        raise SystemExit(f"{path}: evaluated every {own or 'unknown'} updates; it can be read every N only where N "
+                         "is a multiple of that")
+    envs: dict[str, dict[str, dict[str, list]]] = {}
+    for env_id, per in data["envs"].items():
+        for name, e in per.items():
+            entry = envs.setdefault(env_id, {}).setdefault(name, dict(e))
+            for key in ("curve", "collapsed", *(f"{k}_to_{t}" for k in ("updates", "env_steps") for t in THRESHOLDS)):
+                entry[key] = []
+            for curve in e["curve"]:
+                kept = [p for i, p in enumerate(curve) if p[0] % every == 0 or i == len(curve) - 1]
+                o = RunOutcome(env_id, name, 0, [(int(u), int(st), float(r)) for u, st, r in kept], 0.0, "")
+                thresholds_reached(o)
+                entry["curve"].append(kept)
+                entry["collapsed"].append(o.collapsed)
+                for t in THRESHOLDS:
+                    hit = o.reached[t]
+                    entry[f"updates_to_{t}"].append(hit[0] if hit else None)
+                    entry[f"env_steps_to_{t}"].append(hit[1] if hit else None)
+    return {**data, "envs": envs, "eval": {**data["eval"], "every": every}}
+
+
+def merge(paths: list[str], every: int | None = None) -> dict[str, object]:
     """One JSON object from the `--json` objects of shards (their per-seed lists concatenated, with the machine
-    of each run; a seed two shards of one machine both ran is refused)."""
+    of each run; a seed two shards of one machine both ran is refused); with `every`, each shard is first read
+    at that spacing (`read_every`)."""
     merged: dict[str, object] = {"envs": {}, "updates": None, "seeds": 0}
     sources: dict[tuple[str, str, int, str], str] = {}  # (env, estimator, seed, machine) -> its shard
     for path in paths:
@@ -120,6 +165,8 @@ def merge(paths: list[str]) -> dict[str, object]:
         except (OSError, ValueError, KeyError, AttributeError) as exc:
             raise SystemExit(f"{path}: not a --json output of this benchmark ({exc!r}); give the files that "
                              "`python bench/learning.py ... --json > FILE` wrote") from None
+        if every is not None:
+            data = read_every(data, every, path)
         mode = {**GREEDY, **(data.get("eval") or {})}
         known = merged.get("eval") or {}
         if any(known[k] != mode[k] for k in known.keys() & mode.keys()):  # type: ignore[attr-defined]
@@ -161,8 +208,9 @@ def outcomes_of(data: dict[str, object]) -> list[RunOutcome]:
             for i, curve in enumerate(e.get("curve", [])):
                 evals = [(int(u), int(st), float(s)) for u, st, s in curve]
                 train = e.get("train_success", [[]] * len(e["curve"]))[i]
+                warm = e.get("warm_start", [None] * len(e["curve"]))[i]
                 out.append(RunOutcome(env_id, name, e.get("seed", list(range(len(e["curve"]))))[i], evals,
-                                      e["wall_s"][i], e["stopped_by"][i], train=train))
+                                      e["wall_s"][i], e["stopped_by"][i], train=train, warm_start=warm))
                 thresholds_reached(out[-1])
     return out
 
@@ -183,6 +231,7 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
         e.setdefault("seed", []).append(o.seed)
         e.setdefault("curve", []).append([[u, st, round(rate, 4)] for u, st, rate in o.evals])
         e.setdefault("train_success", []).append([round(rate, 4) for rate in o.train])
+        e.setdefault("warm_start", []).append(o.warm_start)
     return {"envs": envs, "updates": args.updates, "seeds": args.seeds, "budget": budget_of(args),
             "eval": {"temperature": args.eval_temperature, "samples": args.eval_samples,
                      "tasks": args.eval_tasks, "every": args.eval_every}, "machine": machine_id(),
@@ -219,22 +268,42 @@ def _mean_reached(values: list[int | None]) -> str:
     return f"{statistics.fmean(hits):.1f} ({len(hits)}/{len(values)})" if hits else f"- (0/{len(values)})"
 
 
-def pairing_keys(e: dict[str, list]) -> list[tuple[int, str]]:
-    """(seed, machine) of each run of an entry: runs pair with the baseline's run of the same seed on the same
-    machine, where they shared the warm start (one shard's own entries name no machine: all are one)."""
+def _runs(e: dict[str, list]) -> list[tuple[int, str, str | None]]:
+    """(seed, machine, warm-start digest) of each run of an entry (one shard's own entries name no machine: all
+    are one; shards written before the digest was recorded have none)."""
     seeds = e.get("seed", [])
-    return list(zip(seeds, e.get("machine", [UNRECORDED] * len(seeds)), strict=False))
+    return list(zip(seeds, e.get("machine", [UNRECORDED] * len(seeds)), e.get("warm_start", [None] * len(seeds)),
+                    strict=False))
+
+
+def same_start(a: tuple[int, str, str | None], b: tuple[int, str, str | None]) -> bool:
+    """Did two runs start RL from the same policy? Same seed, and the same warm-start digest where both record
+    one; else the same machine (one seed's warm start differs between machines: KeyDoor-v0 seed 0 gave 0.28
+    held-out success on one 2-core machine, 0.45 on another, and repeats bit for bit on one)."""
+    if a[0] != b[0]:
+        return False
+    return a[2] == b[2] if a[2] and b[2] else a[1] == b[1]
+
+
+def paired(e: dict[str, list], base: dict[str, list], key: str) -> list[tuple[Any, Any]]:
+    """(this run's `key` value, the baseline's) for every run of `e` whose seed the baseline ran from the same
+    warm start (`same_start`); runs without such a partner are left out."""
+    theirs = list(zip(_runs(base), base.get(key, []), strict=False))
+    pairs = []
+    for run, mine in zip(_runs(e), e.get(key, []), strict=False):
+        match = [value for other, value in theirs if same_start(run, other)]
+        if match:
+            pairs.append((mine, match[0]))
+    return pairs
 
 
 def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
-    """Per seed (on one machine) both ran: the mean over the last half of the updates of (training success -
+    """Per seed both ran from one warm start: the mean over the last half of the updates of (training success -
     the baseline's). Every estimator of a seed starts from the same warm start and trains on the same tasks in the
     same order, so the difference cancels what the seed's warm start and tasks share."""
-    by_run = dict(zip(pairing_keys(base), base.get("train_success", []), strict=False))
     gaps = []
-    for run, mine in zip(pairing_keys(e), e.get("train_success", []), strict=False):
-        theirs = by_run.get(run)
-        n = min(len(mine), len(theirs or []))
+    for mine, theirs in paired(e, base, "train_success"):
+        n = min(len(mine), len(theirs))
         if n:
             half = n // 2
             gaps.append(statistics.fmean(a - b for a, b in zip(mine[half:n], theirs[half:n], strict=True)))
@@ -242,15 +311,11 @@ def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:
 
 
 def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8") -> tuple[int, int, int] | None:
-    """Per seed (on one machine) both ran: was this estimator's first update at the threshold (`key`) earlier,
+    """Per seed both ran from one warm start: was this estimator's first update at the threshold (`key`) earlier,
     the same or later than the baseline's? Counts (ahead, level, behind); a seed where one reached it and the
     other never did is ahead or behind, one where neither did is level. None when no seed was run by both."""
-    theirs = dict(zip(pairing_keys(base), base.get(key, []), strict=False))
     counts = [0, 0, 0]
-    for run, mine in zip(pairing_keys(e), e.get(key, []), strict=False):
-        if run not in theirs:
-            continue
-        other = theirs[run]
+    for mine, other in paired(e, base, key):
         a = math.inf if mine is None else mine
         b = math.inf if other is None else other
         counts[0 if a < b else 1 if a == b else 2] += 1
@@ -286,7 +351,7 @@ def print_table(data: dict[str, object], console: Console) -> None:
     machines = Counter(m for per in data["envs"].values() for e in per.values()  # type: ignore[union-attr]
                        for m in e.get("machine", []))
     if len(machines) > 1:
-        console.print("machines (runs pair by seed and machine): "
+        console.print("machines (runs pair by seed and warm-start digest, or by machine where a shard has no digest): "
                       + ", ".join(f"{m} {n} runs" for m, n in sorted(machines.items())))
     console.print("start: held-out success of the warm start (update 0), mean over seeds; "
                   "updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets); "

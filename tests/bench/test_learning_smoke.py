@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,8 @@ def test_learning_bench_prints_its_json_shape_and_ends_each_run_at_its_env_step_
             assert [u for u, _, _ in e["curve"][0]] == [0, 1] and e["start_success"] == [e["curve"][0][0][2]]
             assert e["collapsed"] == [False] and e["stopped_by"] == ["env_steps"] and len(e["wall_s"]) == 1
             assert len(e["train_success"]) == 1 and len(e["train_success"][0]) == 1
+            # the weights RL started from, so that shards pair runs by what they started from
+            assert len(e["warm_start"]) == 1 and re.fullmatch(r"[0-9a-f]{12}", e["warm_start"][0])
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
@@ -315,6 +318,73 @@ def test_runs_pair_by_seed_and_machine(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps(merged))
     assert merge([str(tmp_path / "m.json")])["envs"]["KeyDoor-v0"]["grpo"]["machine"] == per["grpo"]["machine"]
     assert machine_id() == machine_id() and machine_id().count("-") == 1
+
+
+def test_runs_pair_by_the_digest_of_the_weights_they_started_from_where_shards_record_it(tmp_path):
+    """A warm-start digest pairs runs exactly: across machines where the weights were equal, not on one machine
+    where they were not; a shard without digests (written before them) still pairs by machine."""
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import merge, paired_gap, race, weights_digest
+
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    with pytest.raises(FileNotFoundError, match="no \\*.safetensors"):
+        weights_digest(policy)
+    (policy / "model.safetensors").write_bytes(b"weights")
+    (policy / "config.json").write_text("{}")
+    digest = weights_digest(policy)
+    (policy / "config.json").write_text('{"changed": true}')  # not weights: the same digest
+    assert weights_digest(policy) == digest and re.fullmatch(r"[0-9a-f]{12}", digest)
+    (policy / "model.safetensors").write_bytes(b"other weights")
+    assert weights_digest(policy) != digest
+
+    def shard(name: str, machine: str, per: dict[str, tuple[list[int], list[int | None], list[str | None]]]) -> str:
+        envs = {"KeyDoor-v0": {est: {"seed": seeds, "updates_to_0.8": reached, "warm_start": warm,
+                                     "final_success": [0.5] * len(seeds), "train_success": [[0.5] * 4] * len(seeds)}
+                               for est, (seeds, reached, warm) in per.items()}}
+        data = {"envs": envs, "updates": 4, "seeds": 1, "machine": machine,
+                "budget": {"updates": 4, "env_steps": None, "wall_s": None}}
+        (tmp_path / name).write_text(json.dumps(data))
+        return str(tmp_path / name)
+
+    a = shard("a.json", "x86_64-aaaa", {"grpo": ([0, 1], [10, 4], ["d0", "d1"])})
+    b = shard("b.json", "x86_64-bbbb", {"gigpo": ([0, 1], [8, 2], ["d0", "e1"])})  # seed 1 from other weights
+    c = shard("c.json", "x86_64-aaaa", {"oprl": ([0, 1], [None, 2], [None, None])})  # no digests: by machine
+    per = merge([a, b, c])["envs"]["KeyDoor-v0"]
+    assert race(per["gigpo"], per["grpo"]) == (1, 0, 0)  # seed 0 only: same weights on another machine
+    assert len(paired_gap(per["gigpo"], per["grpo"])) == 1
+    assert race(per["oprl"], per["grpo"]) == (1, 0, 1)  # both seeds, paired by machine
+
+
+def test_a_shard_evaluated_every_update_is_read_every_two_as_if_evaluated_that_often(tmp_path):
+    """`--merge --read-every 2`: the kept points are the even updates and the last; the first update at each
+    threshold, and a collapse, are read from those alone; a spacing that is not a multiple is refused."""
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import merge
+
+    curve = [[0, 0, 0.4], [1, 10, 0.82], [2, 20, 0.6], [3, 30, 0.7], [4, 40, 0.81], [5, 50, 0.55]]
+    e = {"seed": [0], "curve": [curve], "final_success": [0.55], "collapsed": [True],
+         "updates_to_0.5": [1], "updates_to_0.8": [1], "env_steps_to_0.5": [10], "env_steps_to_0.8": [10]}
+    data = {"envs": {"KeyDoor-v0": {"gigpo": e}}, "updates": 5, "seeds": 1, "machine": "x86_64-aaaa",
+            "budget": {"updates": 5, "env_steps": None, "wall_s": None},
+            "eval": {"temperature": 0.0, "samples": 1, "tasks": 64, "every": 1}}
+    (tmp_path / "a.json").write_text(json.dumps(data))
+    read = merge([str(tmp_path / "a.json")], every=2)
+    g = read["envs"]["KeyDoor-v0"]["gigpo"]
+    assert [p[0] for p in g["curve"][0]] == [0, 2, 4, 5] and read["eval"]["every"] == 2
+    assert g["updates_to_0.5"] == [2] and g["updates_to_0.8"] == [4] and g["env_steps_to_0.8"] == [40]
+    assert g["collapsed"] == [True] and g["final_success"] == [0.55]  # 0.81 -> 0.55 is still a fall of 0.26
+    assert merge([str(tmp_path / "a.json")])["envs"]["KeyDoor-v0"]["gigpo"]["updates_to_0.8"] == [1]
+    with pytest.raises(SystemExit, match="every 1 updates; it can be read every N only where N is a multiple"):
+        merge([str(tmp_path / "a.json")], every=0)
+    # a shard evaluated every 2 merges with one evaluated every update, read every 2
+    data2 = {**data, "eval": {**data["eval"], "every": 2}, "envs": {"KeyDoor-v0": {"grpo": {
+        **e, "curve": [[p for p in curve if p[0] % 2 == 0 or p[0] == 5]]}}}}
+    (tmp_path / "b.json").write_text(json.dumps(data2))
+    with pytest.raises(SystemExit, match="must evaluate alike"):
+        merge([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    both = merge([str(tmp_path / "a.json"), str(tmp_path / "b.json")], every=2)["envs"]["KeyDoor-v0"]
+    assert both["grpo"]["updates_to_0.8"] == both["gigpo"]["updates_to_0.8"] == [4]
 
 
 def test_jobs_left_out_fill_the_cores_with_one_run_per_torch_threads():
