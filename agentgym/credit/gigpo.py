@@ -99,7 +99,8 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
           episode_stats: EpisodeStats = "trajectory", singleton: Literal["zero", "raw"] = "zero",
           anchor: AnchorMode = "exact", similarity_threshold: float = 0.95, invalid_penalty: float = 0.1,
           missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS,
-          step_std_floor: float = STEP_STD_FLOOR, step_scale: StepScale = "cluster") -> CreditResult:
+          step_std_floor: float = STEP_STD_FLOOR, step_scale: StepScale = "cluster",
+          clip_invalid: bool = False) -> CreditResult:
     """GiGPO advantages.
 
     Inputs: outcomes R [E], turn rewards r [T], validity [T], fingerprints [T] (or observations in
@@ -110,11 +111,17 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     part's divisor) besides `step_std_floor`: both parts are then on one scale, and a cluster of n revisits
     with one successful return among zeros no longer gets about sqrt(n) from its own tiny std. Measured on
     KeyDoor-v0 it learned no faster than the default (docs/credit-log.md), which stays the paper's per-cluster std.
+
+    `clip_invalid=True` caps the advantage of a turn whose action did not take effect at 0 (`min(A, 0)` on
+    invalid rows): such a turn did nothing towards its episode's outcome, so it never shares a success, while a
+    failure still pushes it down. Without it a blocked move in a successful episode gets the episode's positive
+    advantage less one penalty, which on KeyDoor-v0 keeps the policy's wall-pressing loops alive.
     """
     _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
            missing_fingerprint, eps)
     validate.number("gigpo", "step_std_floor", step_std_floor, low=0.0)
     validate.choice("gigpo", "step_scale", step_scale, ("cluster", "outcome"))
+    validate.choice("gigpo", "clip_invalid", clip_invalid, (True, False))
     penalty_rows = invalid_penalty * (~batch.valid)
     score = batch.outcome[batch.episode_of_turn] - penalty_rows
     a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
@@ -132,7 +139,10 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
         cluster_group[clusters] = batch.group_of_turn
         floored = dataclasses.replace(floored, std=np.maximum(floored.std, outcome_std[cluster_group]))
     a_s = floored.normalise(step_return, clusters, norm, eps)
-    return CreditResult("gigpo", batch, a_e + omega * a_s, episode_part=a_e, step_part=a_s,
+    advantages = a_e + omega * a_s
+    if clip_invalid:
+        advantages = np.where(batch.valid, advantages, np.minimum(advantages, 0.0))
+    return CreditResult("gigpo", batch, advantages, episode_part=a_e, step_part=a_s,
                         returns=None, turn_rewards=None, step_group=clusters)
 
 

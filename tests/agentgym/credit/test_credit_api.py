@@ -140,6 +140,21 @@ def test_gigpo_invalid_penalty_applies_per_row_after_discounting():
     assert np.allclose(off.advantages, 0.0)
 
 
+def test_gigpo_clip_invalid_keeps_a_blocked_move_from_sharing_its_episodes_success():
+    win = ep(rewards=(0, 0, 1), fps=["A", "A", "B"], invalid=(0,))  # pressed a wall, then walked on and won
+    lose = [ep(rewards=(0, 0, 0), fps=["A", "A", "C"], invalid=inv) for inv in [(0,), ()]]
+    plain = compute_credit("gigpo", [win, *lose])
+    clipped = compute_credit("gigpo", [win, *lose], clip_invalid=True)
+    assert plain.advantages[0] > 0  # the blocked move shares the success
+    assert clipped.advantages[0] == 0.0
+    invalid = ~clipped.batch.valid
+    # a failure still pushes its blocked move down by as much; valid turns and both parts are unchanged
+    assert np.allclose(clipped.advantages[invalid], np.minimum(plain.advantages[invalid], 0.0))
+    assert clipped.advantages[3] == plain.advantages[3] < 0
+    assert np.allclose(clipped.advantages[~invalid], plain.advantages[~invalid])
+    assert np.allclose(clipped.episode_part, plain.episode_part) and np.allclose(clipped.step_part, plain.step_part)
+
+
 def test_gigpo_episode_part_stays_bounded_when_outcomes_are_equal():
     """All rollouts fail, some with invalid actions: no penalty-only signal blown up by a tiny std."""
     group = [ep(rewards=(0, 0, 0, 0), fps=["A", "B", "C", "D"], invalid=inv)
