@@ -239,7 +239,8 @@ def kept_outcome(cfg: Any) -> RunOutcome | None:
     if data.get("config") != _config_json(cfg):
         return None
     o = RunOutcome(data["env"], data["estimator"], data["seed"], [tuple(e) for e in data["evals"]],
-                   data["wall_s"], data["stopped_by"], train=data["train"], warm_start=data.get("warm_start"))
+                   data["wall_s"], data["stopped_by"], train=data["train"],
+                   warm_start=data.get("warm_start") or start_digest(cfg))  # outcomes kept before 2026-12-07 name none
     thresholds_reached(o)
     return o
 
