@@ -125,21 +125,24 @@ def interval95(values: list[float]) -> tuple[float, float]:
 
 
 def read_every(data: dict[str, Any], every: int, path: str = "") -> dict[str, Any]:
-    """A shard read as if it had been evaluated every `every` updates (a multiple of its own spacing): each curve
+    """A shard read as if it had been evaluated every `every` updates (it must have been evaluated at each
+    multiple of `every`, whatever its own spacing or whether the JSON names it): each curve
     keeps its updates divisible by `every` and its last point (every run is evaluated after its last update), and
     the thresholds' first updates and the collapse flag are read again from what is kept. So a shard evaluated
     every update merges with shards evaluated every 2, and one run gives both spacings' races."""
-    own = (data.get("eval") or {}).get("every")
-    if not own or every < 1 or every % own:
-        raise SystemExit(f"{path}: evaluated every {own or 'unknown'} updates; it can be read every N only where N "
-                         "is a multiple of that")
+    if every < 1:
+        raise SystemExit(f"--read-every {every}: give a number of updates >= 1")
     envs: dict[str, dict[str, dict[str, list]]] = {}
     for env_id, per in data["envs"].items():
         for name, e in per.items():
             entry = envs.setdefault(env_id, {}).setdefault(name, dict(e))
             for key in ("curve", "collapsed", *(f"{k}_to_{t}" for k in ("updates", "env_steps") for t in THRESHOLDS)):
                 entry[key] = []
-            for curve in e["curve"]:
+            for seed, curve in zip(e.get("seed", range(len(e["curve"]))), e["curve"], strict=False):
+                missing = sorted(set(range(0, curve[-1][0] + 1, every)) - {p[0] for p in curve})
+                if missing:
+                    raise SystemExit(f"{path}: {name} seed {seed} on {env_id} was not evaluated at update(s) "
+                                     f"{missing[:3]}: it cannot be read every {every} updates")
                 kept = [p for i, p in enumerate(curve) if p[0] % every == 0 or i == len(curve) - 1]
                 o = RunOutcome(env_id, name, 0, [(int(u), int(st), float(r)) for u, st, r in kept], 0.0, "")
                 thresholds_reached(o)
@@ -149,7 +152,7 @@ def read_every(data: dict[str, Any], every: int, path: str = "") -> dict[str, An
                     hit = o.reached[t]
                     entry[f"updates_to_{t}"].append(hit[0] if hit else None)
                     entry[f"env_steps_to_{t}"].append(hit[1] if hit else None)
-    return {**data, "envs": envs, "eval": {**data["eval"], "every": every}}
+    return {**data, "envs": envs, "eval": {**(data.get("eval") or {}), "every": every}}
 
 
 def merge(paths: list[str], every: int | None = None) -> dict[str, object]:
