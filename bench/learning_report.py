@@ -139,7 +139,7 @@ def read_every(data: dict[str, Any], every: int, path: str = "") -> dict[str, An
             for key in ("curve", "collapsed", *(f"{k}_to_{t}" for k in ("updates", "env_steps") for t in THRESHOLDS)):
                 entry[key] = []
             for seed, curve in zip(e.get("seed", range(len(e["curve"]))), e["curve"], strict=False):
-                missing = sorted(set(range(0, curve[-1][0] + 1, every)) - {p[0] for p in curve})
+                missing = sorted(set(range(0, curve[-1][0] + 1, every)) - {p[0] for p in curve}) if curve else []
                 if missing:
                     raise SystemExit(f"{path}: {name} seed {seed} on {env_id} was not evaluated at update(s) "
                                      f"{missing[:3]}: it cannot be read every {every} updates")
