@@ -112,6 +112,17 @@ def thresholds_reached(o: RunOutcome) -> None:
         o.reached[t] = next(((u, s) for u, s, rate in o.evals if rate >= t), None)
 
 
+def curve_fields(o: RunOutcome) -> dict[str, Any]:
+    """The JSON fields read off a run's held-out curve (after `thresholds_reached`): the first update and env
+    steps at each threshold (None where never reached), and whether the run collapsed."""
+    fields: dict[str, Any] = {}
+    for t in THRESHOLDS:
+        hit = o.reached[t]
+        fields[f"updates_to_{t}"] = hit[0] if hit else None
+        fields[f"env_steps_to_{t}"] = hit[1] if hit else None
+    return {**fields, "collapsed": o.collapsed}
+
+
 #: two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
@@ -135,23 +146,18 @@ def read_every(data: dict[str, Any], every: int, path: str = "") -> dict[str, An
     envs: dict[str, dict[str, dict[str, list]]] = {}
     for env_id, per in data["envs"].items():
         for name, e in per.items():
-            entry = envs.setdefault(env_id, {}).setdefault(name, dict(e))
-            for key in ("curve", "collapsed", *(f"{k}_to_{t}" for k in ("updates", "env_steps") for t in THRESHOLDS)):
-                entry[key] = []
+            curves, fields = [], []
             for seed, curve in zip(e.get("seed", range(len(e["curve"]))), e["curve"], strict=False):
                 missing = sorted(set(range(0, curve[-1][0] + 1, every)) - {p[0] for p in curve}) if curve else []
                 if missing:
                     raise SystemExit(f"{path}: {name} seed {seed} on {env_id} was not evaluated at update(s) "
                                      f"{missing[:3]}: it cannot be read every {every} updates")
-                kept = [p for i, p in enumerate(curve) if p[0] % every == 0 or i == len(curve) - 1]
-                o = RunOutcome(env_id, name, 0, [(int(u), int(st), float(r)) for u, st, r in kept], 0.0, "")
+                curves.append([p for i, p in enumerate(curve) if p[0] % every == 0 or i == len(curve) - 1])
+                o = RunOutcome(env_id, name, 0, [(int(u), int(st), float(r)) for u, st, r in curves[-1]], 0.0, "")
                 thresholds_reached(o)
-                entry["curve"].append(kept)
-                entry["collapsed"].append(o.collapsed)
-                for t in THRESHOLDS:
-                    hit = o.reached[t]
-                    entry[f"updates_to_{t}"].append(hit[0] if hit else None)
-                    entry[f"env_steps_to_{t}"].append(hit[1] if hit else None)
+                fields.append(curve_fields(o))
+            read = {key: [f[key] for f in fields] for key in (fields[0] if fields else {})}
+            envs.setdefault(env_id, {})[name] = {**e, "curve": curves, **read}
     return {**data, "envs": envs, "eval": {**(data.get("eval") or {}), "every": every}}
 
 
@@ -222,13 +228,10 @@ def as_json(outcomes: list[RunOutcome], args: argparse.Namespace) -> dict[str, o
     envs: dict[str, dict[str, dict[str, list]]] = {}
     for o in outcomes:
         e = envs.setdefault(o.env, {}).setdefault(o.estimator, {})
-        for t in THRESHOLDS:
-            hit = o.reached[t]
-            e.setdefault(f"updates_to_{t}", []).append(hit[0] if hit else None)
-            e.setdefault(f"env_steps_to_{t}", []).append(hit[1] if hit else None)
+        for key, value in curve_fields(o).items():
+            e.setdefault(key, []).append(value)
         e.setdefault("start_success", []).append(None if math.isnan(o.start) else round(o.start, 4))
         e.setdefault("final_success", []).append(round(o.final, 4))
-        e.setdefault("collapsed", []).append(o.collapsed)
         e.setdefault("wall_s", []).append(round(o.wall_s, 1))
         e.setdefault("stopped_by", []).append(o.stopped_by)
         e.setdefault("seed", []).append(o.seed)
