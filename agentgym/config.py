@@ -303,6 +303,16 @@ class TrainConfig(BaseModel):
     sft_batch_episodes: int | None = Field(None, ge=1)
     """Demonstrations per SFT step, drawn epoch by epoch from a fresh permutation (None: every demonstration in
     every step). A step costs what its demonstrations' tokens cost, so many demonstrations want a batch."""
+    sft_target_success: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    """Stop the warm start once the policy reaches this success rate on `sft_check_tasks` training tasks that
+    are not among the demonstrations' (played as held-out evaluation plays: greedy unless `eval_temperature`),
+    checked every `sft_check_every` steps; `sft_steps` is then the most it may take. None: exactly `sft_steps`.
+    One seed's fixed-step warm start lands anywhere in a wide band (and differs between machines); a target
+    starts RL from a comparable policy."""
+    sft_check_every: int = Field(10, ge=1)
+    """SFT steps between two checks of `sft_target_success`."""
+    sft_check_tasks: int = Field(64, ge=1)
+    """Training tasks played at each check of `sft_target_success` (taken after the demonstrations' tasks)."""
 
     # ---- outputs ---------------------------------------------------------------------------
     checkpoint_every: int = Field(10, ge=0)
@@ -355,10 +365,21 @@ class TrainConfig(BaseModel):
                              "(e.g. 32) or drop eval_at_start")
         self._check_env_placement()
         self._check_strategy()
+        self._check_sft_target()
         if self.mini_batches > self.groups_per_batch * self.group_size:
             raise ValueError(f"mini_batches ({self.mini_batches}) exceeds the episodes per batch "
                              f"({self.groups_per_batch * self.group_size}); lower it")
         return self
+
+    def _check_sft_target(self) -> None:
+        if self.sft_target_success is None:
+            return
+        if not self.sft_steps:
+            raise ValueError(f"sft_target_success is {self.sft_target_success} but sft_steps is 0: give sft_steps, "
+                             "the most steps the warm start may take to reach the target (e.g. 200)")
+        if self.strategy != "single":
+            raise ValueError(f"sft_target_success checks the warm start by playing tasks in the trainer's process, "
+                             f"which strategy: single runs (got {self.strategy}); drop it and set sft_steps")
 
     def _check_env_placement(self) -> None:
         if self.env_endpoints and self.env_cluster is not None:

@@ -113,6 +113,8 @@ ENV_KEYS = ("env", "env_kwargs", "max_turns", "keep_turns", "sft_steps", "sft_ep
 UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall time
 DEFAULT_UPDATES = 24  #: the equal budget: KeyDoor-v0's recipe reaches 0.8 held-out within it, Maze-v0 within 20
 #: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
+#: the settings of a warm start stopped at a target (`sft_target_success`); none of them counts without one
+TARGET_KEYS = ("sft_target_success", "sft_check_every", "sft_check_tasks")
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
                    "system_prompt", "micro_batch_tokens", "max_new_tokens", "strategy")
 
@@ -153,6 +155,8 @@ def warm_start_key(cfg: Any) -> str:
 
     fields = {k: v for k, v in cfg.model_dump(mode="json").items()
               if k.startswith(("sft_", "tiny_", "lora_", "context", "train_tasks")) or k in WARM_START_KEYS}
+    if cfg.sft_target_success is None:  # the checks' settings matter only with a target (kept keys stay valid)
+        fields = {k: v for k, v in fields.items() if k not in TARGET_KEYS}
     text = json.dumps({**fields, **context_settings(cfg)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -181,7 +185,8 @@ def run_one(env_id: str, estimator: str, seed: int, args: argparse.Namespace, ou
 
     cfg = run_config(env_id, estimator, seed, args, out)
     if warm is not None and cfg.sft_steps:
-        cfg = type(cfg).model_validate({**cfg.model_dump(), "model": warm[warm_start_key(cfg)], "sft_steps": 0})
+        cfg = type(cfg).model_validate({**cfg.model_dump(), "model": warm[warm_start_key(cfg)], "sft_steps": 0,
+                                        "sft_target_success": None})
     kept = kept_outcome(cfg)
     if kept is not None:
         console.print(f"[bold]{env_id} {estimator}[/] seed {seed}: kept from {cfg.run_dir / OUTCOME_FILE}")
@@ -293,7 +298,15 @@ def run_all(plan: list[tuple[str, str, int]], args: argparse.Namespace, out: Pat
 
 
 def _report_warm_start(console: Console, done: tuple[str, str, float]) -> None:
-    console.print(f"warm start {done[0]}: " + (f"{done[2]:.0f} s" if done[2] else f"kept from {done[1]}"))
+    """One line per warm start: its wall time (or where it was kept), and with a target, where SFT stopped."""
+    line = f"warm start {done[0]}: " + (f"{done[2]:.0f} s" if done[2] else f"kept from {done[1]}")
+    stats = Path(done[1]).parents[2] / "sft.json"  # RUN/checkpoints/sft/policy -> RUN/sft.json
+    sft = json.loads(stats.read_text()) if stats.is_file() else {}
+    if sft.get("checks"):
+        steps, rate = sft["checks"][-1]
+        line += (f"; SFT {'reached' if sft['target_reached'] else 'ended below'} its target after {int(steps)} "
+                 f"steps ({rate:.2f} on the check tasks)")
+    console.print(line)
 
 
 def _report_run(console: Console, o: RunOutcome) -> None:

@@ -15,7 +15,8 @@ import json
 import os
 import random
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +65,15 @@ class SFTStats:
     demonstrations: int
     too_long: int = 0  #: successful demonstrations longer than the run's turn limit (left out of SFT)
     longest: int = 0  #: turns of the longest successful demonstration
+    #: with `sft_target_success`: [step, success] per check, and whether the target stopped the warm start
+    checks: list[list[float]] = field(default_factory=list)
+    target_reached: bool | None = None
 
 
 def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int, packed: bool = True,
         pad_id: int = 0, micro_batch_tokens: int = 8192, strategy: Strategy | None = None,
-        batch_episodes: int | None = None) -> SFTStats:
+        batch_episodes: int | None = None, check: Callable[[int], bool] | None = None,
+        check_every: int = 0) -> SFTStats:
     """`steps` AdamW steps of mean negative log-likelihood on the demonstrations' action tokens: full-batch, or
     with `batch_episodes` that many demonstrations per step, taken in turn from a fresh seeded permutation each
     epoch (every demonstration once per epoch; the same on every rank).
@@ -78,6 +83,9 @@ def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, see
     With several ranks (`strategy` ddp / fsdp2; every rank calls this with the same demonstrations) each
     step's samples are split over the ranks by tokens, still divided by the step's total action tokens:
     the same steps as one process on the whole batch.
+
+    `check` (one process only), called with the steps done after every `check_every` steps, stops SFT when it
+    returns True; the steps it skips are the only difference from a run without it.
     """
     if not demonstrations:
         raise ValueError("no successful solver demonstrations to warm start from; check the env's solver")
@@ -110,7 +118,9 @@ def sft(model: Any, demonstrations: list[Episode], *, steps: int, lr: float, see
         torch.nn.utils.clip_grad_norm_(trainable_parameters(model), 1.0)
         optimizer.step()
         losses.append(group.all_sum([total])[0])
-    return SFTStats(steps, losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
+        if check is not None and len(losses) % check_every == 0 and len(losses) < steps and check(len(losses)):
+            break
+    return SFTStats(len(losses), losses[0] if losses else float("nan"), losses[-1] if losses else float("nan"),
                     len(demonstrations))
 
 
@@ -126,18 +136,22 @@ def _rank_micro_batches(samples: list[Any], group: RankGroup, micro_batch_tokens
 
 
 def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: float, seed: int,
-                    micro_batch_tokens: int = 8192, batch_episodes: int | None = None) -> SFTStats:
+                    micro_batch_tokens: int = 8192, batch_episodes: int | None = None,
+                    check: Callable[[int], bool] | None = None, check_every: int = 0) -> SFTStats:
     """SFT of a run's policy (`PolicySide`) on every rank; the KL reference becomes the warm-started policy.
 
-    The leader tells the followers to join with the same demonstrations (they run this on its command).
+    The leader tells the followers to join with the same demonstrations (they run this on its command);
+    `check` (see `sft`) needs one process.
     """
     strategy = p.updater.strategy
+    if check is not None and strategy.group.distributed:
+        raise ValueError("an SFT target check plays tasks in one process; a distributed strategy takes sft_steps")
     if strategy.group.is_leader:
         strategy.group.lead("sft", {"demonstrations": demonstrations, "steps": steps, "lr": lr, "seed": seed,
                                     "micro_batch_tokens": micro_batch_tokens, "batch_episodes": batch_episodes})
     stats = sft(p.model, demonstrations, steps=steps, lr=lr, seed=seed, packed=p.packed,
                 pad_id=p.tokenizer.pad_token_id or 0, micro_batch_tokens=micro_batch_tokens, strategy=strategy,
-                batch_episodes=batch_episodes)
+                batch_episodes=batch_episodes, check=check, check_every=check_every)
     if p.updater.reference is not None:  # same layout as the policy (sharded alike under fsdp2)
         p.updater.reference.load_state_dict(p.model.state_dict())
     return stats
@@ -145,8 +159,10 @@ def sft_policy_side(p: Any, demonstrations: list[Episode], *, steps: int, lr: fl
 
 def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str], *, steps: int, lr: float,
                max_turns: int | None, seed: int, context: dict[str, Any] | None = None,
-               micro_batch_tokens: int = 8192, batch_episodes: int | None = None) -> SFTStats:
-    """Collect solver demonstrations of `tasks` (rendered with `p.prompt_tokenizer`) and run SFT on `p`'s policy.
+               micro_batch_tokens: int = 8192, batch_episodes: int | None = None,
+               check: Callable[[int], bool] | None = None, check_every: int = 0) -> SFTStats:
+    """Collect solver demonstrations of `tasks` (rendered with `p.prompt_tokenizer`) and run SFT on `p`'s policy
+    (`check`, `check_every`: see `sft`).
 
     The solver plays with the env's own turn limit; demonstrations longer than `max_turns` (the run's
     limit, which RL and evaluation use) are left out and counted in `SFTStats.too_long`, so the warm start
@@ -160,30 +176,51 @@ def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str]
         raise ValueError(f"every solver demonstration takes more than max_turns={max_turns} turns (shortest "
                          f"{min(e.num_turns for e in demos)}); raise max_turns or leave it null for the env's limit")
     stats = sft_policy_side(p, fitting, steps=steps, lr=lr, seed=seed, micro_batch_tokens=micro_batch_tokens,
-                            batch_episodes=batch_episodes)
+                            batch_episodes=batch_episodes, check=check, check_every=check_every)
     stats.too_long, stats.longest = len(demos) - len(fitting), longest
     return stats
 
 
 def warm_start_of(cfg: Any, p: Any, train_tasks: list[str]) -> SFTStats:
-    """`warm_start` with run `cfg`'s settings: its first `sft_episodes` training tasks, its turn limit and context."""
-    return warm_start(p, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes], steps=cfg.sft_steps, lr=cfg.sft_lr,
-                      max_turns=cfg.max_turns, seed=cfg.seed, context=context_settings(cfg),
-                      micro_batch_tokens=cfg.micro_batch_tokens, batch_episodes=cfg.sft_batch_episodes)
+    """`warm_start` with run `cfg`'s settings: its first `sft_episodes` training tasks, its turn limit and context,
+    and with `sft_target_success` a `TargetCheck` on the training tasks after those (and a last check at the end,
+    so the stats say where a warm start that never reached the target stopped)."""
+    from agentgym.trainer.sft_target import TargetCheck
+
+    target = TargetCheck(cfg, p, train_tasks) if cfg.sft_target_success is not None else None
+    stats = warm_start(p, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes], steps=cfg.sft_steps,
+                       lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, context=context_settings(cfg),
+                       micro_batch_tokens=cfg.micro_batch_tokens, batch_episodes=cfg.sft_batch_episodes,
+                       check=target, check_every=cfg.sft_check_every)
+    if target is not None:
+        if not target.reached:
+            target(stats.steps)
+        stats.checks, stats.target_reached = target.checks, target.reached
+    return stats
 
 
 def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
     """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured.
 
     The warm start uses the run's turn limit (longer demonstrations are left out, with a warning), is saved as
-    ``checkpoints/sft/policy``, and becomes the KL reference.
+    ``checkpoints/sft/policy``, and becomes the KL reference; its `SFTStats` go to ``sft.json``.
     """
     (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
     if not cfg.sft_steps:
         return
     sft = warm_start_of(cfg, p, train_tasks)
+    (cfg.run_dir / "sft.json").write_text(json.dumps(asdict(sft)))
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
+    if sft.checks:
+        steps, rate = sft.checks[-1]
+        shown = ", ".join(f"{r:.2f} at {int(n)}" for n, r in sft.checks)
+        if sft.target_reached:
+            log.console.print(f"SFT target {cfg.sft_target_success} reached after {int(steps)} steps ({shown})")
+        else:
+            log.console.print(f"[yellow]warning[/]: the warm start ended at sft_steps={cfg.sft_steps} with success "
+                              f"{rate:.2f}, below sft_target_success={cfg.sft_target_success} ({shown}); RL starts "
+                              "from there: raise sft_steps, or lower the target")
     save_sft_policy(cfg.run_dir, p.model, p.tokenizer, p.updater.strategy)
     if sft.too_long:
         log.console.print(f"[yellow]warning[/]: {sft.too_long} solver demonstrations need more than "

@@ -397,3 +397,38 @@ def test_jobs_left_out_fill_the_cores_with_one_run_per_torch_threads():
     assert auto_jobs(1, 1000) == cores
     assert auto_jobs(1, 1) == 1  # never more processes than runs
     assert auto_jobs(cores + 1, 1000) == 1  # threads above the cores: still one run
+
+
+def test_a_warm_start_target_is_part_of_the_warm_start_key_and_its_check_settings_only_with_a_target():
+    """`--set sft_target_success=...` gives another warm start than the fixed steps; without a target the checks'
+    settings do not change the key, so the warm starts kept in a runs directory before they existed stay valid."""
+    import argparse
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from bench.learning import run_config, warm_start_key
+
+    def key(**overrides) -> str:
+        args = argparse.Namespace(updates=2, eval_tasks=4, eval_every=2, time_limit=None, env_steps=None,
+                                  torch_threads=1, eval_temperature=0.0, eval_samples=1, overrides=overrides)
+        return warm_start_key(run_config("KeyDoor-v0", "grpo", 0, args, Path(tempfile.gettempdir())))
+
+    plain = key()
+    assert key(sft_check_every=5, sft_check_tasks=8) == plain
+    target = key(sft_target_success=0.5)
+    assert target != plain and key(sft_target_success=0.5, sft_check_every=5) != target
+
+
+def test_a_benchmark_with_a_warm_start_target_reports_where_sft_stopped_and_runs_from_it(tmp_path):
+    """`--set sft_target_success=...`: the shared warm start stops at the target and says so, and the runs start
+    RL from it (they do no SFT of their own, so the target is not theirs to check)."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "learning.py"), "--estimators", "grpo",
+                           "--envs", "Maze-v0", "--updates", "1", "--seeds", "1", "--jobs", "1", "--eval-tasks", "2",
+                           "--plot", "", "--runs-dir", str(tmp_path / "runs"), "--set", "sft_steps=6",
+                           "--set", "sft_episodes=4", "--set", "sft_target_success=0.01", "--set", "sft_check_every=2",
+                           "--set", "sft_check_tasks=4", "--set", "groups_per_batch=2", "--set", "group_size=2",
+                           "--set", "concurrency=8", "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"SFT (reached|ended below) its target after \d+ steps", done.stderr)
+    run = json.loads((tmp_path / "runs" / "Maze-v0-grpo-s0" / "run_config.json").read_text())
+    assert run["sft_steps"] == 0 and run["sft_target_success"] is None
