@@ -80,6 +80,18 @@ def test_the_race_to_a_threshold_counts_seeds_ahead_level_and_behind_the_baselin
     assert race({"seed": [5], "updates_to_0.8": [1]}, grpo) is None
 
 
+def test_the_mean_updates_to_a_threshold_also_counts_the_seeds_that_never_reached_it_as_the_budget():
+    """Over reaching seeds only, an estimator that reaches 0.8 on its two easiest seeds looks faster than one that
+    reaches it on all five; the table also prints the mean over every seed with a never as the budget."""
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import mean_updates
+
+    assert mean_updates([None, 14, None, 10, None], 40) == "12.0 (2/5); all >= 28.8"
+    assert mean_updates([20, 16, 36, 6, 16], 40) == "18.8 (5/5)"
+    assert mean_updates([None, None], 40) == "- (0/2)"
+    assert mean_updates([None, 4], None) == "4.0 (1/2)"  # a budget of env steps or seconds: no update count
+
+
 @pytest.mark.extended
 def test_the_estimators_of_one_seed_share_one_warm_start_that_is_the_runs_own_bit_for_bit(tmp_path):
     """The benchmark does the SFT once per env and seed (`warm_start_only`) and starts every estimator from it:
