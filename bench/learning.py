@@ -115,9 +115,9 @@ UPDATE_CAP = 100_000  #: the updates of a run whose budget is env steps or wall 
 #: 0.5 reached 0.8 held-out with neither estimator (5 of 10 seeds in two benchmarks), so the race measured nothing
 #: there; within 40 GiGPO reached it on all five seeds of one benchmark (docs/credit-log.md, "Forty updates")
 DEFAULT_UPDATES = 40
-#: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 #: the settings of a warm start stopped at a target (`sft_target_success`); none of them counts without one
 TARGET_KEYS = ("sft_target_success", "sft_check_every", "sft_check_tasks")
+#: config keys a warm start depends on besides the sft_*, tiny_*, lora_* and context* families
 WARM_START_KEYS = ("model", "dtype", "device", "env", "env_kwargs", "max_turns", "seed", "chat_tools",
                    "system_prompt", "micro_batch_tokens", "max_new_tokens", "strategy")
 
