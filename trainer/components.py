@@ -234,19 +234,22 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
                           record_snapshots=cfg.estimator == "trace", env_runtime=cfg.env_runtime,
                           turn_timeout_s=cfg.turn_timeout_s,
                           **context_settings(cfg))
-    eval_collector = None
-    if cfg.eval_tasks:
-        eval_collector = Collector(env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs, max_turns=cfg.max_turns,
-                                   concurrency=cfg.concurrency, progress=False, run_id=f"{cfg.name}-eval",
-                                   sampling=eval_sampling(cfg),
-                                   env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
-                                   **context_settings(cfg))
+    evaluator = eval_collector(cfg, env, backend, prompts, f"{cfg.name}-eval") if cfg.eval_tasks else None
     dm = DataManager(**data_manager_kwargs(cfg))
     train_tasks, eval_tasks = split_tasks(cfg, facts)
     driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward,
                            allocator=trace_allocator(cfg), trace_roots=cfg.trace_roots)
-    return Components(p, sync, dm, driver, train_tasks, eval_tasks, eval_collector, backend=backend,
-                      collectors=[col for col in (collector, eval_collector) if col is not None])
+    return Components(p, sync, dm, driver, train_tasks, eval_tasks, evaluator, backend=backend,
+                      collectors=[col for col in (collector, evaluator) if col is not None])
+
+
+def eval_collector(cfg: TrainConfig, env: Any, backend: Any, prompts: Any, run_id: str) -> Collector:
+    """A collector that plays tasks as held-out evaluation does (`eval_sampling`, the run's turn limit and context
+    window; nothing stored) on `env` (`env_source(cfg)`, made once: with env_cluster it starts containers)."""
+    return Collector(env, backend, None, tokenizer=prompts, env_kwargs=cfg.env_kwargs,
+                     max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False, run_id=run_id,
+                     sampling=eval_sampling(cfg), env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
+                     **context_settings(cfg))
 
 
 def eval_sampling(cfg: TrainConfig) -> SamplingParams:

@@ -63,8 +63,13 @@ async def evaluate(c: Components, cfg: TrainConfig) -> tuple[float, int]:
     """(success rate on the held-out tasks, episodes it was measured on): one greedy episode per task, or
     `eval_samples` sampled ones at `eval_temperature`."""
     assert c.eval_collector is not None
-    result = await c.eval_collector.collect([Task(t, seed=i) for i, t in enumerate(c.eval_tasks)],
-                                            group_size=cfg.eval_samples)
+    return await success_rate(c.eval_collector, c.eval_tasks, cfg)
+
+
+async def success_rate(collector: Any, tasks: list[str], cfg: TrainConfig) -> tuple[float, int]:
+    """(success rate, episodes) of `collector` (`components.eval_collector`) playing `tasks` the way held-out
+    evaluation does: task i seeded with i, `eval_samples` episodes each."""
+    result = await collector.collect([Task(t, seed=i) for i, t in enumerate(tasks)], group_size=cfg.eval_samples)
     eps = result.episodes
     return sum(e.total_reward >= cfg.success_reward for e in eps) / max(1, len(eps)), len(eps)
 

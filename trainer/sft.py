@@ -184,7 +184,7 @@ def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str]
 def warm_start_of(cfg: Any, p: Any, train_tasks: list[str]) -> SFTStats:
     """`warm_start` with run `cfg`'s settings: its first `sft_episodes` training tasks, its turn limit and context,
     and with `sft_target_success` a `TargetCheck` on the training tasks after those (and a last check at the end,
-    so the stats say where a warm start that never reached the target stopped)."""
+    so the stats say where a warm start that never reached the target stopped); the stats go to ``sft.json``."""
     from agentgym.trainer.sft_target import TargetCheck
 
     target = TargetCheck(cfg, p, train_tasks) if cfg.sft_target_success is not None else None
@@ -196,6 +196,7 @@ def warm_start_of(cfg: Any, p: Any, train_tasks: list[str]) -> SFTStats:
         if not target.reached:
             target(stats.steps)
         stats.checks, stats.target_reached = target.checks, target.reached
+    (cfg.run_dir / "sft.json").write_text(json.dumps(asdict(stats)))
     return stats
 
 
@@ -203,13 +204,12 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
     """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured.
 
     The warm start uses the run's turn limit (longer demonstrations are left out, with a warning), is saved as
-    ``checkpoints/sft/policy``, and becomes the KL reference; its `SFTStats` go to ``sft.json``.
+    ``checkpoints/sft/policy``, and becomes the KL reference.
     """
     (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
     if not cfg.sft_steps:
         return
     sft = warm_start_of(cfg, p, train_tasks)
-    (cfg.run_dir / "sft.json").write_text(json.dumps(asdict(sft)))
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
     if sft.checks:
@@ -265,6 +265,5 @@ def warm_start_only(cfg: Any) -> Path:
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     p = build_policy_side(cfg)
     train_tasks, _ = split_tasks(cfg, facts)
-    sft = warm_start_of(cfg, p, train_tasks)
-    (cfg.run_dir / "sft.json").write_text(json.dumps(asdict(sft)))
+    warm_start_of(cfg, p, train_tasks)
     return save_sft_policy(cfg.run_dir, p.model, p.tokenizer, p.updater.strategy) / "policy"

@@ -11,15 +11,12 @@ the most it may take.
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
-from agentgym.trainer.components import context_settings, env_source, eval_sampling
+from agentgym.trainer.components import build_backend, env_source, eval_collector
+from agentgym.trainer.loops import success_rate
 
-from agentgym.collector.collector import Collector
-from agentgym.collector.config import Task
 from agentgym.errors import ConfigError
-from agentgym.policy.hf import HFBackend
 
 
 def check_tasks(cfg: Any, train_tasks: list[str]) -> list[str]:
@@ -34,35 +31,27 @@ def check_tasks(cfg: Any, train_tasks: list[str]) -> list[str]:
 
 class TargetCheck:
     """Called by `sft` with the steps done: plays the check tasks with the policy's current weights (an
-    in-process copy, the run's rollout engine is not touched) and says whether the target is reached."""
+    in-process hf copy, whatever the run's rollout backend, which is not touched) and says whether the target
+    is reached."""
 
     def __init__(self, cfg: Any, p: Any, train_tasks: list[str]):
-        self.cfg, self.model = cfg, p.model
+        self.cfg, self.model, self.prompts = cfg, p.model, p.prompt_tokenizer
         self.tasks = check_tasks(cfg, train_tasks)
-        self.prompts = p.prompt_tokenizer
-        self.backend = HFBackend(copy.deepcopy(p.model), p.tokenizer, max_batch_size=cfg.concurrency, seed=cfg.seed)
+        self.backend, self.sync = build_backend(cfg.model_copy(update={"backend": "hf"}), p.model, p.tokenizer)
+        self.env = env_source(cfg)
         self.checks: list[list[float]] = []  #: [steps done, success rate] per check
         self.reached = False
 
     def __call__(self, steps: int) -> bool:
-        self.backend.model.load_state_dict(self.model.state_dict())
-        self.backend.model.eval()
-        rate = asyncio.run(self.play())
+        self.sync.push(self.model, steps)
+        rate, _ = asyncio.run(self.play())
         self.checks.append([steps, rate])
         self.reached = rate >= self.cfg.sft_target_success
         return self.reached
 
-    async def play(self) -> float:
-        cfg = self.cfg
-        collector = Collector(env_source(cfg), self.backend, None, tokenizer=self.prompts, env_kwargs=cfg.env_kwargs,
-                              max_turns=cfg.max_turns, concurrency=cfg.concurrency, progress=False,
-                              run_id=f"{cfg.name}-sft-check", sampling=eval_sampling(cfg),
-                              env_runtime=cfg.env_runtime, turn_timeout_s=cfg.turn_timeout_s,
-                              **context_settings(cfg))
+    async def play(self) -> tuple[float, int]:
+        collector = eval_collector(self.cfg, self.env, self.backend, self.prompts, f"{self.cfg.name}-sft-check")
         try:
-            result = await collector.collect([Task(t, seed=i) for i, t in enumerate(self.tasks)],
-                                             group_size=cfg.eval_samples)
+            return await success_rate(collector, self.tasks, self.cfg)
         finally:
             await collector.aclose()
-        episodes = result.episodes
-        return sum(e.total_reward >= cfg.success_reward for e in episodes) / max(1, len(episodes))
