@@ -240,7 +240,7 @@ def build_components(cfg: TrainConfig, store: Any, facts: EnvFacts) -> Component
     driver = RolloutDriver(collector, dm, train_tasks, seed=cfg.seed, success_reward=cfg.success_reward,
                            allocator=trace_allocator(cfg), trace_roots=cfg.trace_roots)
     return Components(p, sync, dm, driver, train_tasks, eval_tasks, evaluator, backend=backend,
-                      collectors=[col for col in (collector, evaluator) if col is not None])
+                      collectors=[col for col in (collector, evaluator) if col is not None], env=env)
 
 
 def eval_collector(cfg: TrainConfig, env: Any, backend: Any, prompts: Any, run_id: str) -> Collector:

@@ -120,6 +120,7 @@ class Components:
     eval_collector: EvalCollector | None = None
     backend: Any = None  #: the in-process rollout backend, closed with the run (None when remote)
     collectors: list[Any] = field(default_factory=list)  #: in-process collectors, closed with the run
+    env: Any = None  #: the in-process collectors' env source (`components.env_source`; None when remote)
 
     async def aclose(self) -> None:
         """Close the in-process collectors and backend (remote stages are closed by their owners)."""

@@ -181,13 +181,14 @@ def warm_start(p: Any, env_id: str, env_kwargs: dict[str, Any], tasks: list[str]
     return stats
 
 
-def warm_start_of(cfg: Any, p: Any, train_tasks: list[str]) -> SFTStats:
+def warm_start_of(cfg: Any, p: Any, train_tasks: list[str], env: Any = None) -> SFTStats:
     """`warm_start` with run `cfg`'s settings: its first `sft_episodes` training tasks, its turn limit and context,
     and with `sft_target_success` a `TargetCheck` on the training tasks after those (and a last check at the end,
-    so the stats say where a warm start that never reached the target stopped); the stats go to ``sft.json``."""
+    so the stats say where a warm start that never reached the target stopped), played on `env`, the run's env
+    source when it has one; the stats go to ``sft.json``."""
     from agentgym.trainer.sft_target import TargetCheck
 
-    target = TargetCheck(cfg, p, train_tasks) if cfg.sft_target_success is not None else None
+    target = TargetCheck(cfg, p, train_tasks, env) if cfg.sft_target_success is not None else None
     stats = warm_start(p, cfg.env, cfg.env_kwargs, train_tasks[:cfg.sft_episodes], steps=cfg.sft_steps,
                        lr=cfg.sft_lr, max_turns=cfg.max_turns, seed=cfg.seed, context=context_settings(cfg),
                        micro_batch_tokens=cfg.micro_batch_tokens, batch_episodes=cfg.sft_batch_episodes,
@@ -200,8 +201,10 @@ def warm_start_of(cfg: Any, p: Any, train_tasks: list[str]) -> SFTStats:
     return stats
 
 
-def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
-    """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured.
+def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any, env: Any = None) -> None:
+    """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured
+    (its success checks play on `env`, the run's own env source, where the run has one in this process: with
+    env_cluster a second cluster would start containers beside the run's).
 
     The warm start uses the run's turn limit (longer demonstrations are left out, with a warning), is saved as
     ``checkpoints/sft/policy``, and becomes the KL reference.
@@ -209,7 +212,7 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any) -> None:
     (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
     if not cfg.sft_steps:
         return
-    sft = warm_start_of(cfg, p, train_tasks)
+    sft = warm_start_of(cfg, p, train_tasks, env)
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
     if sft.checks:

@@ -32,13 +32,14 @@ def check_tasks(cfg: Any, train_tasks: list[str]) -> list[str]:
 class TargetCheck:
     """Called by `sft` with the steps done: plays the check tasks with the policy's current weights (an
     in-process hf copy, whatever the run's rollout backend, which is not touched) and says whether the target
-    is reached."""
+    is reached. `env`: the run's env source (an env id, or a pool over its env servers or its cluster); None
+    makes one (`env_source(cfg)`), as `warm_start_only` and the Ray trainer, whose envs live elsewhere, do."""
 
-    def __init__(self, cfg: Any, p: Any, train_tasks: list[str]):
+    def __init__(self, cfg: Any, p: Any, train_tasks: list[str], env: Any = None):
         self.cfg, self.model, self.prompts = cfg, p.model, p.prompt_tokenizer
         self.tasks = check_tasks(cfg, train_tasks)
         self.backend, self.sync = build_backend(cfg.model_copy(update={"backend": "hf"}), p.model, p.tokenizer)
-        self.env = env_source(cfg)
+        self.env = env if env is not None else env_source(cfg)
         self.checks: list[list[float]] = []  #: [steps done, success rate] per check
         self.reached = False
 

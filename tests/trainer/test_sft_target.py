@@ -7,13 +7,17 @@ from __future__ import annotations
 import copy
 import json
 
+import agentgym.trainer.components as components
+import agentgym.trainer.sft_target as sft_target
 import pytest
 import torch
 from agentgym.trainer.sft import sft, warm_start_only
 from agentgym.trainer.sft_target import check_tasks
+from agentgym.trainer.train import train
 
 from agentgym.config import load_train_config
 from agentgym.errors import ConfigError
+from tests.runtime.servers import served
 from tests.trainer.test_sft import _demos, tiny  # noqa: F401 (a fixture)
 from tests.trainer.test_train import toy_config
 
@@ -81,3 +85,25 @@ def test_check_tasks_come_after_the_demonstrations_and_a_train_split_they_use_up
 def test_a_bad_target_is_refused_when_the_config_loads(tmp_path, changes, message):
     with pytest.raises(Exception, match=message):
         load_train_config(None, toy_config(tmp_path, **changes))
+
+
+def test_a_run_plays_its_checks_on_its_own_env_source(tmp_path, monkeypatch):
+    """A run with env servers (or an env_cluster, which starts containers) makes one env source: the warm start's
+    checks play on the pool its collectors use, before RL collects on that same pool."""
+    made = []
+
+    def counted(cfg):
+        made.append(source := components_env_source(cfg))
+        return source
+
+    components_env_source = components.env_source
+    monkeypatch.setattr(components, "env_source", counted)
+    monkeypatch.setattr(sft_target, "env_source", counted)
+    with served("Maze-v0", "--max-sessions", "16") as maze:
+        cfg = load_train_config(None, toy_config(tmp_path, name="pooled", env_endpoints=[maze.url], updates=1,
+                                                 sft_steps=2, sft_episodes=4, sft_check_every=1, sft_check_tasks=3,
+                                                 sft_target_success=1.0, tensorboard=False, plot=False))
+        result = train(cfg)
+    assert result.updates == 1 and len(made) == 1
+    stats = json.loads((cfg.run_dir / "sft.json").read_text())
+    assert [int(s) for s, _ in stats["checks"]] == [1, 2] and stats["target_reached"] is False
