@@ -198,7 +198,8 @@ def merge(paths: list[str], every: int | None = None) -> dict[str, object]:
                             f"{path}: seed {seed} of {name} on {env_id} (machine {machine}) is also in "
                             f"{sources[env_id, name, seed, machine]}: a benchmark has one run per seed and machine; "
                             "move the run that was superseded out of the shards you merge "
-                            "(bench/results/superseded/ keeps such runs)")
+                            "(bench/results/superseded/ keeps such runs; repeats/, a repeat of one seed "
+                            "on one machine)")
                     sources[env_id, name, seed, machine] = path
                 for key, values in e.items():
                     if key != "machine":
