@@ -90,13 +90,12 @@ def test_a_bad_target_is_refused_when_the_config_loads(tmp_path, changes, messag
 def test_a_run_plays_its_checks_on_its_own_env_source(tmp_path, monkeypatch):
     """A run with env servers (or an env_cluster, which starts containers) makes one env source: the warm start's
     checks play on the pool its collectors use, before RL collects on that same pool."""
-    made = []
+    made, real = [], components.env_source
 
     def counted(cfg):
-        made.append(source := components_env_source(cfg))
+        made.append(source := real(cfg))
         return source
 
-    components_env_source = components.env_source
     monkeypatch.setattr(components, "env_source", counted)
     monkeypatch.setattr(sft_target, "env_source", counted)
     with served("Maze-v0", "--max-sessions", "16") as maze:
