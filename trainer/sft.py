@@ -201,10 +201,10 @@ def warm_start_of(cfg: Any, p: Any, train_tasks: list[str], env: Any = None) -> 
     return stats
 
 
-def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any, env: Any = None) -> None:
-    """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start when configured
-    (its success checks play on `env`, the run's own env source, where the run has one in this process: with
-    env_cluster a second cluster would start containers beside the run's).
+def start_fresh(cfg: Any, c: Any, log: Any) -> None:
+    """A new run's first steps, local or on Ray: its run_config.json, then the SFT warm start of `c`'s policy on its
+    training tasks when configured (its success checks play on `c.env`, the run's own env source where the run has
+    one in this process: with env_cluster a second cluster would start containers beside the run's).
 
     The warm start uses the run's turn limit (longer demonstrations are left out, with a warning), is saved as
     ``checkpoints/sft/policy``, and becomes the KL reference.
@@ -212,7 +212,8 @@ def start_fresh(cfg: Any, p: Any, train_tasks: list[str], log: Any, env: Any = N
     (cfg.run_dir / RUN_CONFIG).write_text(cfg.model_dump_json(indent=2))
     if not cfg.sft_steps:
         return
-    sft = warm_start_of(cfg, p, train_tasks, env)
+    p = c.policy
+    sft = warm_start_of(cfg, p, c.train_tasks, c.env)
     log.console.print(f"SFT warm start: {sft.steps} steps on {sft.demonstrations} solver demonstrations, "
                       f"NLL {sft.first_loss:.3f} -> {sft.last_loss:.3f}")
     if sft.checks:

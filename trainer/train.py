@@ -84,7 +84,7 @@ def _run(cfg: TrainConfig, c: Components, store: TrajectoryStore, facts: EnvFact
         store.log_run(cfg.name, {**cfg.model_dump(), "env_id": facts.env_id, "env_turn_limit": facts.turn_limit,
                                  "split_sizes": {k: len(v) for k, v in facts.splits.items()},
                                  "train_task_count": len(c.train_tasks), "held_out_tasks": c.eval_tasks})
-        start_fresh(cfg, p, c.train_tasks, log, env=c.env)
+        start_fresh(cfg, c, log)
     loop = sync_loop if cfg.mode == "sync" else async_loop
 
     async def run_then_close() -> RunResult:

@@ -209,7 +209,7 @@ class TrainerActor:
 
         cfg, c = self.cfg, self.parts
         self.store.log_run(cfg.name, cfg.model_dump())
-        start_fresh(cfg, c.policy, c.train_tasks, log)
+        start_fresh(cfg, c, log)
         return 0, 0
 
     def _resume(self, ckpt: Any, latest: Any, log: Any) -> tuple[int, int]:
