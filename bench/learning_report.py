@@ -304,13 +304,18 @@ def same_start(a: tuple[int, str, str | None], b: tuple[int, str, str | None]) -
 
 def paired(e: dict[str, list], base: dict[str, list], key: str) -> list[tuple[Any, Any]]:
     """(this run's `key` value, the baseline's) for every run of `e` whose seed the baseline ran from the same
-    warm start (`same_start`); runs without such a partner are left out."""
+    warm start (`same_start`); runs without such a partner are left out. Where the baseline ran that start more
+    than once (two machine types whose warm starts are equal bit for bit), a run pairs with the baseline's run
+    from its own machine, each baseline run once while an unused one is left, so every race stays one-to-one."""
     theirs = list(zip(_runs(base), base.get(key, []), strict=False))
+    used: set[int] = set()
     pairs = []
     for run, mine in zip(_runs(e), e.get(key, []), strict=False):
-        match = [value for other, value in theirs if same_start(run, other)]
+        match = [i for i, (other, _) in enumerate(theirs) if same_start(run, other)]
         if match:
-            pairs.append((mine, match[0]))
+            best = min(match, key=lambda i: (i in used, theirs[i][0][1] != run[1]))
+            used.add(best)
+            pairs.append((mine, theirs[best][1]))
     return pairs
 
 

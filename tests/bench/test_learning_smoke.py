@@ -367,6 +367,17 @@ def test_runs_pair_by_the_digest_of_the_weights_they_started_from_where_shards_r
     assert len(paired_gap(per["gigpo"], per["grpo"])) == 1
     assert race(per["oprl"], per["grpo"]) == (1, 0, 1)  # both seeds, paired by machine
 
+    # two machine types with equal warm starts, each racing both estimators: each run meets its own machine's
+    d = shard("d.json", "x86_64-aaaa", {"grpo": ([2], [10], ["d2"]), "gigpo": ([2], [8], ["d2"])})
+    e = shard("e.json", "x86_64-bbbb", {"grpo": ([2], [4], ["d2"]), "gigpo": ([2], [6], ["d2"])})
+    for order in ([d, e], [e, d]):
+        per = merge(order)["envs"]["KeyDoor-v0"]
+        assert race(per["gigpo"], per["grpo"]) == (1, 0, 1)
+    f = shard("f.json", "x86_64-cccc", {"spa": ([2], [9], ["d2"])})
+    g = shard("g.json", "x86_64-dddd", {"spa": ([2], [12], ["d2"])})
+    per = merge([d, f, g])["envs"]["KeyDoor-v0"]
+    assert race(per["spa"], per["grpo"]) == (1, 0, 1)  # one baseline run: both pair with it, none left out
+
 
 def test_a_shard_evaluated_every_update_is_read_every_two_as_if_evaluated_that_often(tmp_path):
     """`--merge --read-every 2`: the kept points are the even updates and the last; the first update at each
