@@ -306,17 +306,17 @@ def paired(e: dict[str, list], base: dict[str, list], key: str) -> list[tuple[An
     """(this run's `key` value, the baseline's) for every run of `e` whose seed the baseline ran from the same
     warm start (`same_start`); runs without such a partner are left out. Where the baseline ran that start more
     than once (two machine types whose warm starts are equal bit for bit), a run pairs with the baseline's run
-    from its own machine, each baseline run once while an unused one is left, so every race stays one-to-one."""
+    from its own machine first; the others take a baseline run no run has taken while one is left."""
     theirs = list(zip(_runs(base), base.get(key, []), strict=False))
-    used: set[int] = set()
-    pairs = []
-    for run, mine in zip(_runs(e), e.get(key, []), strict=False):
-        match = [i for i, (other, _) in enumerate(theirs) if same_start(run, other)]
-        if match:
-            best = min(match, key=lambda i: (i in used, theirs[i][0][1] != run[1]))
-            used.add(best)
-            pairs.append((mine, theirs[best][1]))
-    return pairs
+    mine = list(zip(_runs(e), e.get(key, []), strict=False))
+    partner: dict[int, int] = {}
+    for own_machine in (True, False):
+        for r, (run, _) in enumerate(mine):
+            match = [i for i, (other, _) in enumerate(theirs)
+                     if r not in partner and same_start(run, other) and (other[1] == run[1] or not own_machine)]
+            if match:
+                partner[r] = min(match, key=lambda i: i in partner.values())
+    return [(value, theirs[partner[r]][1]) for r, (_, value) in enumerate(mine) if r in partner]
 
 
 def paired_gap(e: dict[str, list], base: dict[str, list]) -> list[float]:

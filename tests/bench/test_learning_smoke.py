@@ -336,7 +336,7 @@ def test_runs_pair_by_the_digest_of_the_weights_they_started_from_where_shards_r
     """A warm-start digest pairs runs exactly: across machines where the weights were equal, not on one machine
     where they were not; a shard without digests (written before them) still pairs by machine."""
     sys.path.insert(0, str(ROOT))
-    from bench.learning_report import merge, paired_gap, race, weights_digest
+    from bench.learning_report import merge, paired, paired_gap, race, weights_digest
 
     policy = tmp_path / "policy"
     policy.mkdir()
@@ -377,6 +377,10 @@ def test_runs_pair_by_the_digest_of_the_weights_they_started_from_where_shards_r
     g = shard("g.json", "x86_64-dddd", {"spa": ([2], [12], ["d2"])})
     per = merge([d, f, g])["envs"]["KeyDoor-v0"]
     assert race(per["spa"], per["grpo"]) == (1, 0, 1)  # one baseline run: both pair with it, none left out
+    # a run from a third machine listed first does not take the baseline run of a machine that raced there too
+    base = {"seed": [2, 2], "machine": ["a", "b"], "warm_start": ["d2", "d2"], "k": [10, 4]}
+    runs = {"seed": [2, 2], "machine": ["c", "a"], "warm_start": ["d2", "d2"], "k": [1, 2]}
+    assert paired(runs, base, "k") == [(1, 4), (2, 10)]
 
 
 def test_a_shard_evaluated_every_update_is_read_every_two_as_if_evaluated_that_often(tmp_path):
