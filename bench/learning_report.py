@@ -347,6 +347,24 @@ def race(e: dict[str, list], base: dict[str, list], key: str = "updates_to_0.8")
     return tuple(counts) if any(counts) else None  # type: ignore[return-value]
 
 
+def sign_test(ahead: int, behind: int) -> float:
+    """Two-sided exact sign test of a race count (level seeds left out): the probability, were each seed a fair
+    coin between ahead and behind, of a split at least this uneven. 5 / 0 / 0 gives 0.0625 and 4 / 0 / 1 0.375:
+    no five-seed count is evidence alone; pooled races are (15 / 4 / 1 gives 0.0005)."""
+    n = ahead + behind
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(ahead, behind) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def describe_race(counts: tuple[int, int, int] | None) -> str:
+    """The race column: 'ahead/level/behind (sign test p)', or '-' where no seed was run by both."""
+    if counts is None:
+        return "-"
+    return "/".join(map(str, counts)) + f" (p {sign_test(counts[0], counts[2]):.2g})"
+
+
 def print_table(data: dict[str, object], console: Console) -> None:
     spent = data.get("budget") or {"updates": data["updates"]}
     budget = describe_budget(spent)  # type: ignore[arg-type]
@@ -368,7 +386,7 @@ def print_table(data: dict[str, object], console: Console) -> None:
             table.add_row(env_id, name, f"{statistics.fmean(starts):.2f}" if starts else "-",
                           mean_updates(e["updates_to_0.5"], cap), mean_updates(e["updates_to_0.8"], cap),
                           _mean_reached(e["env_steps_to_0.5"]), _mean_reached(e["env_steps_to_0.8"]),
-                          "-" if seeds is None else "/".join(map(str, seeds)), f"{mean:.2f} ± {half:.2f}", gap,
+                          describe_race(seeds), f"{mean:.2f} ± {half:.2f}", gap,
                           f"{sum(e['collapsed'])}/{len(e['collapsed'])}",
                           f"{statistics.fmean(e['wall_s']):.0f}",
                           ", ".join(f"{k} {v}" for k, v in sorted(Counter(e["stopped_by"]).items())))
@@ -384,7 +402,8 @@ def print_table(data: dict[str, object], console: Console) -> None:
                   "updates/env steps: mean over the seeds that reached the threshold (how many did, in brackets; "
                   "'all >= M': the mean over every seed with a never counted as the budget, a lower bound); "
                   f"ahead/level/behind: seeds where the first update at 0.8 held-out came before, with or after "
-                  f"{BASELINE}'s (never counts as later than any update; never against never is level); "
+                  f"{BASELINE}'s (never counts as later than any update; never against never is level; p: the two-sided "
+                  f"sign test of ahead against behind, level seeds left out); "
                   f"train success - {BASELINE}: per seed, the mean over the last half of the updates of the batch "
                   f"success minus {BASELINE}'s on the same tasks from the same warm start, then over seeds")
 

@@ -80,6 +80,19 @@ def test_the_race_to_a_threshold_counts_seeds_ahead_level_and_behind_the_baselin
     assert race({"seed": [5], "updates_to_0.8": [1]}, grpo) is None
 
 
+def test_the_race_column_carries_the_sign_test_of_ahead_against_behind():
+    sys.path.insert(0, str(ROOT))
+    from bench.learning_report import describe_race, sign_test
+
+    assert sign_test(5, 0) == pytest.approx(2 / 32)  # the best a five-seed race can show
+    assert sign_test(4, 1) == pytest.approx(2 * 6 / 32)
+    assert sign_test(1, 4) == sign_test(4, 1)
+    assert sign_test(15, 1) == pytest.approx(2 * 17 / 2 ** 16)  # level seeds do not count
+    assert sign_test(2, 2) == 1.0 and sign_test(0, 0) == 1.0
+    assert describe_race((4, 0, 1)) == "4/0/1 (p 0.38)"
+    assert describe_race(None) == "-"
+
+
 def test_the_mean_updates_to_a_threshold_also_counts_the_seeds_that_never_reached_it_as_the_budget():
     """Over reaching seeds only, an estimator that reaches 0.8 on its two easiest seeds looks faster than one that
     reaches it on all five; the table also prints the mean over every seed with a never as the budget."""
