@@ -40,7 +40,6 @@ STEP_STD_FLOOR = 0.1  #: reward units: one invalid-action penalty (see the modul
 EpisodeStats = Literal["trajectory", "rows"]
 AnchorMode = Literal["exact", "similarity"]
 StepScale = Literal["cluster", "outcome"]
-StepValue = Literal["return", "action_mean"]
 
 
 def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.ndarray, int]:
@@ -66,16 +65,6 @@ def similarity_clusters(batch: TurnBatch, threshold: float = 0.95) -> tuple[np.n
             codes[row] = n
             n += 1
     return codes, n
-
-
-def action_codes(batch: TurnBatch, clusters: np.ndarray) -> tuple[np.ndarray, int]:
-    """Code per turn [T] of (anchor cluster, action): the turns of one state that took one action, the action
-    compared as its text with whitespace collapsed and case folded."""
-    names: dict[str, int] = {}
-    action = np.fromiter((names.setdefault(" ".join(t.action_text.split()).casefold(), len(names))
-                          for ep in batch.episodes for t in ep.turns), dtype=np.int64, count=batch.n_turns)
-    _, codes = np.unique(clusters * max(1, len(names)) + action, return_inverse=True)
-    return codes.astype(np.int64), int(codes.max()) + 1 if len(codes) else 0
 
 
 def episode_advantage(batch: TurnBatch, score: np.ndarray, *, norm: Norm, episode_stats: EpisodeStats,
@@ -111,7 +100,7 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
           anchor: AnchorMode = "exact", similarity_threshold: float = 0.95, invalid_penalty: float = 0.1,
           missing_fingerprint: Literal["error", "singleton"] = "error", eps: float = EPS,
           step_std_floor: float = STEP_STD_FLOOR, step_scale: StepScale = "cluster",
-          clip_invalid: bool = False, step_value: StepValue = "return") -> CreditResult:
+          clip_invalid: bool = False) -> CreditResult:
     """GiGPO advantages.
 
     Inputs: outcomes R [E], turn rewards r [T], validity [T], fingerprints [T] (or observations in
@@ -127,18 +116,12 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
     invalid rows): such a turn did nothing towards its episode's outcome, so it never shares a success, while a
     failure still pushes it down. Without it a blocked move in a successful episode gets the episode's positive
     advantage less one penalty, which on KeyDoor-v0 keeps the policy's wall-pressing loops alive.
-
-    `step_value="action_mean"` puts in place of each turn's own step return the mean step return of every turn of
-    its anchor cluster that took the same action (a Monte-Carlo Q(s, a) over the group), so the step part is
-    (Q(s, a) - V(s)) / std(s): a right move taken early in an episode that failed later shares the returns of
-    the episodes that took it and succeeded, instead of carrying its own episode's failure.
     """
     _check(omega, gamma, norm, episode_stats, singleton, anchor, similarity_threshold, invalid_penalty,
            missing_fingerprint, eps)
     validate.number("gigpo", "step_std_floor", step_std_floor, low=0.0)
     validate.choice("gigpo", "step_scale", step_scale, ("cluster", "outcome"))
     validate.choice("gigpo", "clip_invalid", clip_invalid, (True, False))
-    validate.choice("gigpo", "step_value", step_value, ("return", "action_mean"))
     penalty_rows = invalid_penalty * (~batch.valid)
     score = batch.outcome[batch.episode_of_turn] - penalty_rows
     a_e = episode_advantage(batch, score, norm=norm, episode_stats=episode_stats, singleton=singleton, eps=eps)
@@ -155,9 +138,6 @@ def gigpo(batch: TurnBatch, *, omega: float = 1.0, gamma: float = 0.95, norm: No
         cluster_group = np.zeros(n_clusters, dtype=np.int64)
         cluster_group[clusters] = batch.group_of_turn
         floored = dataclasses.replace(floored, std=np.maximum(floored.std, outcome_std[cluster_group]))
-    if step_value == "action_mean":
-        pairs, n_pairs = action_codes(batch, clusters)
-        step_return = segment_stats(step_return, pairs, n_pairs).mean[pairs]
     a_s = floored.normalise(step_return, clusters, norm, eps)
     advantages = a_e + omega * a_s
     if clip_invalid:

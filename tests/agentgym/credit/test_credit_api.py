@@ -155,34 +155,6 @@ def test_gigpo_clip_invalid_keeps_a_blocked_move_from_sharing_its_episodes_succe
     assert np.allclose(clipped.episode_part, plain.episode_part) and np.allclose(clipped.step_part, plain.step_part)
 
 
-def test_gigpo_action_mean_step_value_gives_one_state_action_one_step_advantage():
-    """Three episodes take the right move `right` at the start state A; one later loses its way. With its own
-    step return the lost episode's `right` at A is pushed down beside the wins; with `step_value="action_mean"`
-    every `right` at A shares Q(A, right), the mean of their returns, and the wrong move `up` at A (also taken
-    once) is the only turn of A below the state's mean. Clusters without a second action are unchanged: their
-    turns share one action, so each gets the state mean's deviation of that action, 0."""
-    def episode(actions: list[str], fps: list[str], reward: float) -> Episode:
-        turns = [Turn(index=i, action_text=a, state_fingerprint=f) for i, (a, f) in enumerate(zip(actions, fps, strict=True))]
-        turns[-1].reward = reward
-        return Episode(group_id="g", total_reward=reward, turns=turns)
-
-    group = [episode(["right", "up"], ["A", "B"], 1.0), episode(["right ", "up"], ["A", "B"], 1.0),
-             episode(["Right", "left", "left"], ["A", "B", "C"], 0.0), episode(["up", "down"], ["A", "D"], 0.0)]
-    own = compute_credit("gigpo", group)
-    pooled = compute_credit("gigpo", group, step_value="action_mean")
-    a_rows = [0, 2, 4, 7]  # the turns taken at A: right, right, right (case and spaces differ), up
-    assert own.step_part[4] < 0 < own.step_part[0]  # the lost episode's right move shares its failure
-    assert pooled.step_part[0] == pooled.step_part[2] == pooled.step_part[4] > 0 > pooled.step_part[7]
-    assert np.isclose(pooled.step_part[a_rows].sum(), own.step_part[a_rows].sum())  # the state's total is kept
-    assert np.allclose(pooled.episode_part, own.episode_part)
-    assert np.allclose(pooled.advantages, pooled.episode_part + pooled.step_part)
-    b_rows = [1, 3, 5]  # at B: up, up (both won), left (lost): each action already its own mean
-    assert np.allclose(pooled.step_part[b_rows], own.step_part[b_rows])
-    assert pooled.step_part[1] == pooled.step_part[3] > 0 > pooled.step_part[5]
-    with pytest.raises(CreditParamError, match="step_value='q' is not one of"):
-        compute_credit("gigpo", group, step_value="q")
-
-
 def test_gigpo_episode_part_stays_bounded_when_outcomes_are_equal():
     """All rollouts fail, some with invalid actions: no penalty-only signal blown up by a tiny std."""
     group = [ep(rewards=(0, 0, 0, 0), fps=["A", "B", "C", "D"], invalid=inv)
