@@ -30,6 +30,18 @@ Printed per estimator, over every trained group of every update:
   A < 0 on bad ones).
 - `good_mean` / `bad_mean`: mean advantage of good and of bad turns; `adv_std`: the std of all advantages.
 
+Per-turn figures can overstate what reaches the weights: turns that saw one prompt and took one action share
+one gradient of log pi, so the update moves that (prompt, action) by the sum of their advantages, each weighted
+as the run's loss aggregation weighs its tokens (`seq-mean-token-mean`: an episode's tokens share one unit). Two
+figures score these sums (prompt: the current observation where the run kept no earlier turns, `keep_turns: 0`,
+else the observations and actions of the kept turns before it):
+
+- `grad_right`: the share of sum |S| over (prompt, action) pairs that pushes the right way.
+- `grad_push`: sum S x (+1 good, -1 bad) / sum |S|, in [-1, 1]: the net direction of the update.
+
+Pooling each state's returns by action, for example, raises `state_sep` but leaves these sums, hence the
+update, nearly where they were (docs/credit-log.md).
+
 `NAME:k=v,k=v` passes parameters (`gigpo:omega=0.5`); `gigpo.step` scores GiGPO's step part alone;
 `trained` scores the advantages the run itself stored. Also printed: the share of good turns and the
 share of turns in a GiGPO anchor cluster whose turns took more than one distinct action (where a step
@@ -61,7 +73,7 @@ from agentgym.errors import ConfigError  # noqa: E402
 from bench.estimator_specs import parse_spec, split_specs  # noqa: E402
 
 DEFAULT = "trained,grpo,rloo,gigpo,gigpo.step"
-FIGURES = ("auc", "state_auc", "state_sep", "right_mass", "good_mean", "bad_mean", "adv_std")
+FIGURES = ("auc", "state_auc", "state_sep", "right_mass", "grad_right", "grad_push", "good_mean", "bad_mean", "adv_std")
 
 
 @dataclass
@@ -72,6 +84,8 @@ class Batch:
     episodes: list[Episode]
     good: np.ndarray  #: [T] bool, flat in episode order
     trained_adv: np.ndarray  #: [T] the advantages the run stored (nan where none)
+    pair: np.ndarray  #: [T] int code of (prompt, action, oracle label): turns whose gradients are one
+    weight: np.ndarray  #: [T] each turn's weight in the loss (its action tokens, as the run aggregates them)
 
 
 def parse_estimator(spec: str) -> tuple[str, str, dict[str, Any]]:
@@ -109,6 +123,41 @@ def oracle_labels(env: Any, episode: Episode) -> list[bool]:
     return labels
 
 
+def prompt_pairs(episodes: list[Episode], good: np.ndarray, keep_turns: int | None) -> np.ndarray:
+    """[T] a code per turn, equal for turns that saw one prompt (the last `keep_turns` turns' observations and
+    actions, then the current observation; None: the whole history), took one action and got one oracle label."""
+    codes: dict[tuple[Any, ...], int] = {}
+    out, row = [], 0
+    for ep in episodes:
+        history: list[str] = []
+        for t in ep.turns:
+            kept = history if keep_turns is None else history[max(0, len(history) - 2 * keep_turns):]
+            key = (*kept, t.observation, " ".join(t.action_text.split()), bool(good[row]))
+            out.append(codes.setdefault(key, len(codes)))
+            history += [t.observation, t.action_text]
+            row += 1
+    return np.array(out, dtype=np.int64)
+
+
+def loss_weights(episodes: list[Episode], aggregation: str) -> np.ndarray:
+    """[T] each turn's weight in the loss: its action tokens, divided by its episode's where the loss averages
+    per episode first (`seq-mean-token-mean`); the other modes weigh every token alike within a batch."""
+    tokens = [np.array([max(1, len(t.action_ids)) for t in ep.turns], dtype=float) for ep in episodes]
+    if aggregation == "seq-mean-token-mean":
+        tokens = [w / w.sum() for w in tokens]
+    return np.concatenate(tokens) if tokens else np.zeros(0)
+
+
+def gradient_sums(adv: np.ndarray, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """(S per (prompt, action) pair, the pair's oracle label): what the update does with `adv`."""
+    ok = ~np.isnan(adv)
+    n = int(batch.pair.max()) + 1 if len(batch.pair) else 0
+    sums = np.bincount(batch.pair[ok], weights=(batch.weight * adv)[ok], minlength=n)
+    label = np.zeros(n, dtype=bool)
+    label[batch.pair] = batch.good
+    return sums, label
+
+
 def load_batches(store: TrajectoryStore, run: dict[str, Any], include_dropped: bool) -> list[Batch]:
     cfg = run.get("config") or {}
     env = agentgym.make(cfg["env_id"], **(cfg.get("env_kwargs") or {}))
@@ -132,7 +181,9 @@ def load_batches(store: TrajectoryStore, run: dict[str, Any], include_dropped: b
         for ep in eps:
             stored = {r["index"]: r.get("advantage") for r in credit.get(ep.id, [])}
             trained += [np.nan if stored.get(t.index) is None else float(stored[t.index]) for t in ep.turns]
-        batches.append(Batch(version, eps, good, np.array(trained, dtype=float)))
+        batches.append(Batch(version, eps, good, np.array(trained, dtype=float),
+                             prompt_pairs(eps, good, cfg.get("keep_turns")),
+                             loss_weights(eps, cfg.get("aggregation", "token-mean"))))
     env.close()
     return batches
 
@@ -201,6 +252,11 @@ def score(name: str, params: dict[str, Any], batches: list[Batch]) -> dict[str, 
         a, y = adv[ok], batch.good[ok]
         sums["right"] += float(np.abs(a)[(y & (a > 0)) | (~y & (a < 0))].sum())
         sums["mass"] += float(np.abs(a).sum())
+        pushes, label = gradient_sums(adv, batch)
+        signed = np.where(label, pushes, -pushes)
+        sums["grad_right"] += float(np.abs(pushes)[signed > 0].sum())
+        sums["grad_push"] += float(signed.sum())
+        sums["grad_mass"] += float(np.abs(pushes).sum())
         every.append((a, y))
     a = np.concatenate([a for a, _ in every])
     y = np.concatenate([y for _, y in every])
@@ -213,6 +269,8 @@ def score(name: str, params: dict[str, Any], batches: list[Batch]) -> dict[str, 
     return {"auc": ratio("auc"), "state_auc": ratio("state_auc"),
             "state_sep": gap / std if gap is not None and std > 0 else None,
             "right_mass": sums["right"] / sums["mass"] if sums["mass"] else None,
+            "grad_right": sums["grad_right"] / sums["grad_mass"] if sums["grad_mass"] else None,
+            "grad_push": sums["grad_push"] / sums["grad_mass"] if sums["grad_mass"] else None,
             "good_mean": float(a[y].mean()) if y.any() else None, "bad_mean": float(a[~y].mean()) if (~y).any() else None,
             "adv_std": std, "auc_per_update": per_update}
 
