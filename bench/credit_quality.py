@@ -125,14 +125,16 @@ def oracle_labels(env: Any, episode: Episode) -> list[bool]:
 
 def prompt_pairs(episodes: list[Episode], good: np.ndarray, keep_turns: int | None) -> np.ndarray:
     """[T] a code per turn, equal for turns that saw one prompt (the last `keep_turns` turns' observations and
-    actions, then the current observation; None: the whole history), took one action and got one oracle label."""
+    actions, then the current observation; None: the whole history), sampled one action (its token ids; its text
+    where none are stored) and got one oracle label."""
     codes: dict[tuple[Any, ...], int] = {}
     out, row = [], 0
     for ep in episodes:
         history: list[str] = []
         for t in ep.turns:
             kept = history if keep_turns is None else history[max(0, len(history) - 2 * keep_turns):]
-            key = (*kept, t.observation, " ".join(t.action_text.split()), bool(good[row]))
+            action = tuple(t.action_ids) or " ".join(t.action_text.split())  # the sampled tokens where stored
+            key = (*kept, t.observation, action, bool(good[row]))
             out.append(codes.setdefault(key, len(codes)))
             history += [t.observation, t.action_text]
             row += 1

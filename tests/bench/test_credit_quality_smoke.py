@@ -65,7 +65,7 @@ def test_turns_that_share_a_prompt_and_an_action_are_one_gradient_weighted_as_th
     from agentgym import Episode, Turn
 
     def episode(steps: list[tuple[str, str]]) -> Episode:
-        return Episode(group_id="g", turns=[Turn(index=i, observation=o, action_text=a, action_ids=[7])
+        return Episode(group_id="g", turns=[Turn(index=i, observation=o, action_text=a, action_ids=[len(a.strip())])
                                             for i, (o, a) in enumerate(steps)])
 
     eps = [episode([("A", "up"), ("B", "left")]),
