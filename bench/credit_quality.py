@@ -255,10 +255,10 @@ def score(name: str, params: dict[str, Any], batches: list[Batch]) -> dict[str, 
         sums["right"] += float(np.abs(a)[(y & (a > 0)) | (~y & (a < 0))].sum())
         sums["mass"] += float(np.abs(a).sum())
         pushes, label = gradient_sums(adv, batch)
-        signed = np.where(label, pushes, -pushes)
-        sums["grad_right"] += float(np.abs(pushes)[signed > 0].sum())
+        signed = np.where(label, pushes, -pushes)  # > 0: the pair is pushed the right way
+        sums["grad_right"] += float(signed[signed > 0].sum())
         sums["grad_push"] += float(signed.sum())
-        sums["grad_mass"] += float(np.abs(pushes).sum())
+        sums["grad_mass"] += float(np.abs(signed).sum())
         every.append((a, y))
     a = np.concatenate([a for a, _ in every])
     y = np.concatenate([y for _, y in every])
